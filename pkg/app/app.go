@@ -1,0 +1,175 @@
+// Package app runs one crdplane service as a process: its gRPC server, the
+// gRPC health service, and an HTTP listener for /healthz, /readyz and /livez,
+// with graceful shutdown when the context ends.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/crdplane/crdplane/pkg/grpcx"
+)
+
+// Config describes how a service is served.
+type Config struct {
+	// Name is the service name (logs, health).
+	Name string
+	// GRPCAddr is where the gRPC server listens: host:port or inproc://name.
+	GRPCAddr string
+	// HTTPAddr, when set, serves /healthz, /readyz and /livez.
+	HTTPAddr string
+	// Register adds the service's implementations to the gRPC server.
+	Register func(*grpc.Server)
+	// Ready reports whether the service can take traffic (nil: always).
+	Ready func() error
+	// ShutdownGrace bounds the graceful stop (default 10s).
+	ShutdownGrace time.Duration
+}
+
+// Health reports a process's liveness and readiness over HTTP.
+type Health struct {
+	ready    func() error
+	draining atomic.Bool
+}
+
+// NewHealth returns a Health whose readiness is ready (nil: always ready).
+func NewHealth(ready func() error) *Health { return &Health{ready: ready} }
+
+// SetDraining makes readiness fail from now on (before shutdown).
+func (h *Health) SetDraining() { h.draining.Store(true) }
+
+// Ready reports readiness.
+func (h *Health) Ready() error {
+	if h.draining.Load() {
+		return errors.New("shutting down")
+	}
+	if h.ready != nil {
+		return h.ready()
+	}
+	return nil
+}
+
+// ServeHTTP answers /healthz, /livez (always ok while the process runs) and
+// /readyz.
+func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	switch r.URL.Path {
+	case "/healthz", "/livez":
+		_, _ = w.Write([]byte("ok"))
+	case "/readyz":
+		if err := h.Ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "not ready: %v", err)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// Run serves cfg until ctx ends, then drains: readiness goes false, the gRPC
+// server stops gracefully (bounded by ShutdownGrace) and the HTTP listener
+// closes.
+func Run(ctx context.Context, cfg Config) error {
+	log := slog.Default().With("service", cfg.Name)
+	srv := grpcx.NewServer()
+	cfg.Register(srv)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	reflection.Register(srv)
+
+	lis, err := grpcx.Listen(cfg.GRPCAddr)
+	if err != nil {
+		return err
+	}
+	h := NewHealth(cfg.Ready)
+	var httpSrv *http.Server
+	if cfg.HTTPAddr != "" {
+		hl, err := net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			lis.Close()
+			return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
+		}
+		httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = httpSrv.Serve(hl) }()
+		log.Info("health endpoints", "addr", hl.Addr().String())
+	}
+
+	// Mirror readiness into the gRPC health service.
+	go func() {
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			st := healthpb.HealthCheckResponse_SERVING
+			if h.Ready() != nil {
+				st = healthpb.HealthCheckResponse_NOT_SERVING
+			}
+			hs.SetServingStatus("", st)
+			hs.SetServingStatus(cfg.Name, st)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	log.Info("serving gRPC", "addr", lis.Addr().String())
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("%s gRPC server: %w", cfg.Name, err)
+	case <-ctx.Done():
+	}
+	h.SetDraining()
+	hs.Shutdown()
+	grace := cfg.ShutdownGrace
+	if grace == 0 {
+		grace = 10 * time.Second
+	}
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(grace):
+		srv.Stop()
+	}
+	if httpSrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = httpSrv.Shutdown(sctx)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// SetupLogging installs a JSON (or text, when format is "text") slog handler
+// on stderr at the given level ("debug", "info", "warn", "error").
+func SetupLogging(format, level string) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		lv = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler = slog.NewJSONHandler(os.Stderr, opts)
+	if format == "text" {
+		h = slog.NewTextHandler(os.Stderr, opts)
+	}
+	slog.SetDefault(slog.New(h))
+}
