@@ -1,0 +1,234 @@
+// Package platform runs every crdplane service in one process: embedded etcd
+// (or an external cluster), storage, registry, validator, converter and the
+// gateway, connected by in-process gRPC. `crdplane run`, the end-to-end tests
+// and the cross-service benchmarks start it.
+package platform
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/crdplane/crdplane/pkg/app"
+	"github.com/crdplane/crdplane/services/converter"
+	"github.com/crdplane/crdplane/services/gateway"
+	"github.com/crdplane/crdplane/services/gateway/localpki"
+	"github.com/crdplane/crdplane/services/registry"
+	"github.com/crdplane/crdplane/services/storage"
+	"github.com/crdplane/crdplane/services/validator"
+)
+
+// Config configures an in-process platform.
+type Config struct {
+	// DataDir holds the embedded etcd's data (kept across restarts).
+	DataDir string
+	// EtcdEndpoints, when set, uses an external etcd cluster instead.
+	EtcdEndpoints []string
+	// ListenAddr is the gateway's HTTPS address (host:port; port 0 picks one).
+	ListenAddr string
+	// KubeconfigPath, when set, receives a kubeconfig for the platform.
+	KubeconfigPath string
+	// Token is the bearer token clients use; generated when empty.
+	Token string
+	// Hosts are extra names and IPs for the serving certificate.
+	Hosts []string
+}
+
+// Platform is a running in-process crdplane.
+type Platform struct {
+	// URL is the gateway's https URL.
+	URL string
+	// CAPEM is the CA that signed the serving certificate.
+	CAPEM []byte
+	// Token is the bearer token the gateway accepts.
+	Token string
+
+	storage *storage.Service
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closers []func() error
+	errs    chan error
+}
+
+var instances atomic.Int64
+
+// Start starts every service and returns once the gateway serves.
+func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
+	if cfg.ListenAddr == "" {
+		cfg.ListenAddr = "127.0.0.1:6443"
+	}
+	if cfg.Token == "" {
+		cfg.Token = randomToken()
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p := &Platform{Token: cfg.Token, cancel: cancel, errs: make(chan error, 8)}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+
+	// In-process addresses are unique per platform, so tests can run several.
+	n := instances.Add(1)
+	addr := func(name string) string { return fmt.Sprintf("inproc://%s-%d", name, n) }
+
+	st, err := storage.New(ctx, storage.Config{DataDir: cfg.DataDir, EtcdEndpoints: cfg.EtcdEndpoints})
+	if err != nil {
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	p.storage = st
+	p.closers = append(p.closers, st.Close)
+	p.serve(runCtx, "storage", addr("storage"), st.Register, st.Ready)
+
+	reg, err := registry.New(ctx, registry.Config{StorageAddr: addr("storage")})
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	p.closers = append(p.closers, reg.Close)
+	p.serve(runCtx, "registry", addr("registry"), reg.Register, reg.Ready)
+
+	val, err := validator.New(ctx, validator.Config{RegistryAddr: addr("registry")})
+	if err != nil {
+		return nil, fmt.Errorf("validator: %w", err)
+	}
+	p.closers = append(p.closers, val.Close)
+	p.serve(runCtx, "validator", addr("validator"), val.Register, val.Ready)
+
+	conv, err := converter.New(ctx, converter.Config{RegistryAddr: addr("registry")})
+	if err != nil {
+		return nil, fmt.Errorf("converter: %w", err)
+	}
+	p.closers = append(p.closers, conv.Close)
+	p.serve(runCtx, "converter", addr("converter"), conv.Register, conv.Ready)
+
+	pki, err := localpki.Generate(append([]string{"localhost", "127.0.0.1", "::1"}, cfg.Hosts...))
+	if err != nil {
+		return nil, fmt.Errorf("certificates: %w", err)
+	}
+	cert, err := tls.X509KeyPair(pki.CertPEM, pki.KeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("serving certificate: %w", err)
+	}
+	p.CAPEM = pki.CAPEM
+
+	gw, err := gateway.New(ctx, gateway.Config{
+		ListenAddr:    cfg.ListenAddr,
+		RegistryAddr:  addr("registry"),
+		ValidatorAddr: addr("validator"),
+		ConverterAddr: addr("converter"),
+		StorageAddr:   addr("storage"),
+		TLSCert:       &cert,
+		Tokens:        []string{cfg.Token},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	p.closers = append(p.closers, gw.Close)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		if err := gw.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+			p.errs <- fmt.Errorf("gateway: %w", err)
+		}
+	}()
+	if err := waitReady(ctx, gw); err != nil {
+		return nil, err
+	}
+	p.URL = "https://" + gw.Addr()
+
+	if cfg.KubeconfigPath != "" {
+		if err := p.WriteKubeconfig(cfg.KubeconfigPath); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func (p *Platform) serve(ctx context.Context, name, addr string, register func(*grpc.Server), ready func() error) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		if err := app.Run(ctx, app.Config{Name: name, GRPCAddr: addr, Register: register, Ready: ready, ShutdownGrace: 2 * time.Second}); err != nil {
+			p.errs <- fmt.Errorf("%s: %w", name, err)
+		}
+	}()
+}
+
+func waitReady(ctx context.Context, gw *gateway.Service) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		err := gw.Ready()
+		if err == nil && gw.Addr() != "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("gateway not ready: %v: %w", err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// EtcdClient is the storage service's etcd client (benchmarks compare
+// against raw etcd writes on the same cluster).
+func (p *Platform) EtcdClient() *clientv3.Client { return p.storage.Client() }
+
+// Errors reports a service that stopped on its own.
+func (p *Platform) Errors() <-chan error { return p.errs }
+
+// WriteKubeconfig writes a kubeconfig (server URL, CA, token) to path.
+func (p *Platform) WriteKubeconfig(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["crdplane"] = &clientcmdapi.Cluster{Server: p.URL, CertificateAuthorityData: p.CAPEM}
+	kc.AuthInfos["crdplane"] = &clientcmdapi.AuthInfo{Token: p.Token}
+	kc.Contexts["crdplane"] = &clientcmdapi.Context{Cluster: "crdplane", AuthInfo: "crdplane", Namespace: "default"}
+	kc.CurrentContext = "crdplane"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	return nil
+}
+
+// Close stops every service (the gateway first) and waits for them.
+func (p *Platform) Close() error {
+	p.cancel()
+	var errs []error
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		if err := p.closers[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.wg.Wait()
+	if len(errs) > 0 {
+		slog.Debug("platform close", "errors", errs)
+	}
+	return errors.Join(errs...)
+}
+
+func randomToken() string {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}

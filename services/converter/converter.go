@@ -1,0 +1,143 @@
+// Package converter is the converter service: it converts custom resources
+// between the versions of their CRD with the CRD's conversion strategy. CRDs
+// come from the registry's watch (pkg/crdcache), never from a per-request
+// lookup.
+package converter
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/crdplane/crdplane/pkg/crdcache"
+	"github.com/crdplane/crdplane/pkg/grpcx"
+	"github.com/crdplane/crdplane/pkg/kstatus"
+	converterv1 "github.com/crdplane/crdplane/proto/crdplane/converter/v1"
+	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
+	"github.com/crdplane/crdplane/services/converter/convert"
+)
+
+// Config configures the converter service.
+type Config struct {
+	// RegistryAddr is the registry's gRPC address (its CRD watch feeds the cache).
+	RegistryAddr string
+	// CRDWait bounds how long a request waits for the cache to reach the
+	// CRD generation it names.
+	CRDWait time.Duration
+}
+
+// RegisterFlags adds the service's flags to fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.RegistryAddr, "registry-addr", "localhost:7002", "registry gRPC address (CRDs are followed by watch)")
+	fs.DurationVar(&c.CRDWait, "crd-wait", 5*time.Second, "how long a request waits for the CRD generation it names to reach the local cache")
+}
+
+// Service implements crdplane.converter.v1.ConverterService.
+type Service struct {
+	converterv1.UnimplementedConverterServiceServer
+
+	cfg    Config
+	conn   *grpc.ClientConn
+	crds   *crdcache.Cache
+	cancel context.CancelFunc
+}
+
+// New dials the registry and starts following its CRD watch.
+func New(ctx context.Context, cfg Config) (*Service, error) {
+	if cfg.RegistryAddr == "" {
+		return nil, errors.New("converter: registry address is required")
+	}
+	if cfg.CRDWait <= 0 {
+		cfg.CRDWait = 5 * time.Second
+	}
+	conn, err := grpcx.Dial(cfg.RegistryAddr)
+	if err != nil {
+		return nil, fmt.Errorf("converter: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s := &Service{
+		cfg:    cfg,
+		conn:   conn,
+		crds:   crdcache.New(registryv1.NewRegistryServiceClient(conn), slog.Default().With("service", "converter")),
+		cancel: cancel,
+	}
+	go s.crds.Run(ctx)
+	return s, nil
+}
+
+// Register adds the ConverterService to srv.
+func (s *Service) Register(srv *grpc.Server) { converterv1.RegisterConverterServiceServer(srv, s) }
+
+// Ready reports whether the CRD cache has synced.
+func (s *Service) Ready() error {
+	if !s.crds.Synced() {
+		return errors.New("CRD cache not synced")
+	}
+	return nil
+}
+
+// Close stops the CRD watch and closes the registry connection.
+func (s *Service) Close() error {
+	s.cancel()
+	return s.conn.Close()
+}
+
+// Convert converts every object to the desired apiVersion.
+func (s *Service) Convert(ctx context.Context, req *converterv1.ConvertRequest) (*converterv1.ConvertResponse, error) {
+	ref := req.GetCrd()
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.CRDWait)
+	defer cancel()
+	crd, err := s.crds.WaitFor(wctx, ref.GetName(), ref.GetUid(), ref.GetGeneration())
+	if err != nil {
+		return nil, kstatus.ToGRPC(apierrors.NewServiceUnavailable(err.Error()))
+	}
+	objs, err := ConvertObjects(crd, req.GetDesiredApiVersion(), req.GetObjects())
+	if err != nil {
+		return nil, kstatus.ToGRPC(err)
+	}
+	return &converterv1.ConvertResponse{Objects: objs}, nil
+}
+
+// ConvertObjects converts objects of crd to desiredAPIVersion with the CRD's
+// strategy. The desired version must be one of the CRD's versions.
+func ConvertObjects(crd *apiextensionsv1.CustomResourceDefinition, desiredAPIVersion string, objects [][]byte) ([][]byte, error) {
+	gv, err := schema.ParseGroupVersion(desiredAPIVersion)
+	if err != nil || gv.Group != crd.Spec.Group || !hasVersion(crd, gv.Version) {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid desired apiVersion %q for %s", desiredAPIVersion, crd.Name))
+	}
+	strategy := apiextensionsv1.NoneConverter
+	if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy != "" {
+		strategy = crd.Spec.Conversion.Strategy
+	}
+	switch strategy {
+	case apiextensionsv1.NoneConverter:
+		out := make([][]byte, len(objects))
+		for i, obj := range objects {
+			c, err := convert.None(obj, desiredAPIVersion)
+			if err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+			out[i] = c
+		}
+		return out, nil
+	default:
+		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("conversion strategy %q of %s is not available on this server", strategy, crd.Name))
+	}
+}
+
+func hasVersion(crd *apiextensionsv1.CustomResourceDefinition, version string) bool {
+	for _, v := range crd.Spec.Versions {
+		if v.Name == version {
+			return true
+		}
+	}
+	return false
+}
