@@ -1,0 +1,315 @@
+package openapi
+
+import (
+	"encoding/json"
+	"strings"
+	"unicode"
+
+	"k8s.io/kube-openapi/pkg/validation/spec"
+)
+
+const crdGVPath = "apis/apiextensions.k8s.io/v1"
+
+const (
+	metaPkg     = "io.k8s.apimachinery.pkg.apis.meta.v1."
+	objectMeta  = metaPkg + "ObjectMeta"
+	listMeta    = metaPkg + "ListMeta"
+	statusRef   = metaPkg + "Status"
+	deleteOpts  = metaPkg + "DeleteOptions"
+	patchRef    = metaPkg + "Patch"
+	watchEvent  = metaPkg + "WatchEvent"
+	crdTypeName = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition"
+)
+
+// resource describes one REST resource of a group-version.
+type resource struct {
+	group, version, kind, plural string
+	namespaced                   bool
+	schemaName, listSchemaName   string
+	status, scale                bool
+	tag                          string // operation tag and operationId infix
+}
+
+func ref(name string) map[string]any { return map[string]any{"$ref": "#/components/schemas/" + name} }
+
+func param(name, in, typ, desc string) map[string]any {
+	p := map[string]any{"name": name, "in": in, "description": desc, "schema": map[string]any{"type": typ, "uniqueItems": true}}
+	if in == "path" {
+		p["required"] = true
+	}
+	return p
+}
+
+var (
+	listParams = []map[string]any{
+		param("allowWatchBookmarks", "query", "boolean", "allowWatchBookmarks requests watch events with type \"BOOKMARK\"."),
+		param("continue", "query", "string", "The continue option should be set when retrieving more results from the server."),
+		param("fieldSelector", "query", "string", "A selector to restrict the list of returned objects by their fields. Defaults to everything."),
+		param("labelSelector", "query", "string", "A selector to restrict the list of returned objects by their labels. Defaults to everything."),
+		param("limit", "query", "integer", "limit is a maximum number of responses to return for a list call."),
+		param("resourceVersion", "query", "string", "resourceVersion sets a constraint on what resource versions a request may be served from."),
+		param("resourceVersionMatch", "query", "string", "resourceVersionMatch determines how resourceVersion is applied to list calls."),
+		param("sendInitialEvents", "query", "boolean", "`sendInitialEvents=true` may be set together with `watch=true`."),
+		param("timeoutSeconds", "query", "integer", "Timeout for the list/watch call."),
+		param("watch", "query", "boolean", "Watch for changes to the described resources and return them as a stream of add, update, and remove notifications."),
+	}
+	writeParams = []map[string]any{
+		param("dryRun", "query", "string", "When present, indicates that modifications should not be persisted."),
+		param("fieldManager", "query", "string", "fieldManager is a name associated with the actor or entity that is making these changes."),
+		param("fieldValidation", "query", "string", "fieldValidation instructs the server on how to handle objects in the request (POST/PUT/PATCH) containing unknown or duplicate fields. Valid values are: Ignore, Warn, Strict."),
+	}
+	forceParam   = param("force", "query", "boolean", "Force is going to \"force\" Apply requests.")
+	deleteParams = []map[string]any{
+		param("dryRun", "query", "string", "When present, indicates that modifications should not be persisted."),
+		param("gracePeriodSeconds", "query", "integer", "The duration in seconds before the object should be deleted."),
+		param("propagationPolicy", "query", "string", "Whether and how garbage collection will be performed."),
+	}
+	prettyParam = param("pretty", "query", "string", "If 'true', then the output is pretty printed.")
+)
+
+func concat(lists ...[]map[string]any) []map[string]any {
+	var out []map[string]any
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+func jsonBody(schema string, required bool) map[string]any {
+	return map[string]any{
+		"content":  map[string]any{"*/*": map[string]any{"schema": ref(schema)}},
+		"required": required,
+	}
+}
+
+func responses(schema string, codes ...string) map[string]any {
+	out := map[string]any{}
+	for _, c := range codes {
+		out[c] = map[string]any{
+			"description": map[string]string{"200": "OK", "201": "Created", "202": "Accepted"}[c],
+			"content": map[string]any{
+				"application/json": map[string]any{"schema": ref(schema)},
+				"application/yaml": map[string]any{"schema": ref(schema)},
+			},
+		}
+	}
+	return out
+}
+
+func (r resource) op(action, id, desc string, params []map[string]any, resp map[string]any, body map[string]any) map[string]any {
+	op := map[string]any{
+		"tags":                            []string{r.tag},
+		"description":                     desc,
+		"operationId":                     id,
+		"responses":                       resp,
+		"x-kubernetes-action":             action,
+		"x-kubernetes-group-version-kind": map[string]string{"group": r.group, "version": r.version, "kind": r.kind},
+	}
+	if len(params) > 0 {
+		op["parameters"] = params
+	}
+	if body != nil {
+		op["requestBody"] = body
+	}
+	return op
+}
+
+// addPaths adds r's paths to paths.
+func (r resource) addPaths(paths map[string]any) {
+	base := "/apis/" + r.group + "/" + r.version + "/"
+	ns, nsInfix, nsParams := "", "", []map[string]any{prettyParam}
+	if r.namespaced {
+		ns = "namespaces/{namespace}/"
+		nsInfix = "Namespaced"
+		nsParams = []map[string]any{param("namespace", "path", "string", "object name and auth scope, such as for teams and projects"), prettyParam}
+	}
+	id := func(verb, suffix string) string { return verb + r.tagID() + nsInfix + r.kind + suffix }
+	patchBody := map[string]any{
+		"content": map[string]any{
+			"application/json-patch+json":  map[string]any{"schema": ref(patchRef)},
+			"application/merge-patch+json": map[string]any{"schema": ref(patchRef)},
+			"application/apply-patch+yaml": map[string]any{"schema": ref(patchRef)},
+		},
+		"required": true,
+	}
+	paths[base+ns+r.plural] = map[string]any{
+		"get":        r.op("list", id("list", ""), "list objects of kind "+r.kind, listParams, responses(r.listSchemaName, "200"), nil),
+		"post":       r.op("post", id("create", ""), "create a "+r.kind, writeParams, responses(r.schemaName, "200", "201", "202"), jsonBody(r.schemaName, true)),
+		"delete":     r.op("deletecollection", id("deleteCollection", ""), "delete collection of "+r.kind, concat(deleteParams, listParams), responses(statusRef, "200"), jsonBody(deleteOpts, false)),
+		"parameters": nsParams,
+	}
+	nameParams := append([]map[string]any{param("name", "path", "string", "name of the "+r.kind)}, nsParams...)
+	paths[base+ns+r.plural+"/{name}"] = map[string]any{
+		"get":        r.op("get", id("read", ""), "read the specified "+r.kind, nil, responses(r.schemaName, "200"), nil),
+		"put":        r.op("put", id("replace", ""), "replace the specified "+r.kind, writeParams, responses(r.schemaName, "200", "201"), jsonBody(r.schemaName, true)),
+		"patch":      r.op("patch", id("patch", ""), "partially update the specified "+r.kind, concat(writeParams, []map[string]any{forceParam}), responses(r.schemaName, "200", "201"), patchBody),
+		"delete":     r.op("delete", id("delete", ""), "delete a "+r.kind, deleteParams, responses(statusRef, "200", "202"), jsonBody(deleteOpts, false)),
+		"parameters": nameParams,
+	}
+	if r.status {
+		paths[base+ns+r.plural+"/{name}/status"] = map[string]any{
+			"get":        r.op("get", id("read", "Status"), "read status of the specified "+r.kind, nil, responses(r.schemaName, "200"), nil),
+			"put":        r.op("put", id("replace", "Status"), "replace status of the specified "+r.kind, writeParams, responses(r.schemaName, "200", "201"), jsonBody(r.schemaName, true)),
+			"patch":      r.op("patch", id("patch", "Status"), "partially update status of the specified "+r.kind, concat(writeParams, []map[string]any{forceParam}), responses(r.schemaName, "200", "201"), patchBody),
+			"parameters": nameParams,
+		}
+	}
+	if r.scale {
+		const scale = "io.k8s.api.autoscaling.v1.Scale"
+		paths[base+ns+r.plural+"/{name}/scale"] = map[string]any{
+			"get":        r.op("get", id("read", "Scale"), "read scale of the specified "+r.kind, nil, responses(scale, "200"), nil),
+			"put":        r.op("put", id("replace", "Scale"), "replace scale of the specified "+r.kind, writeParams, responses(scale, "200", "201"), jsonBody(scale, true)),
+			"patch":      r.op("patch", id("patch", "Scale"), "partially update scale of the specified "+r.kind, concat(writeParams, []map[string]any{forceParam}), responses(scale, "200", "201"), patchBody),
+			"parameters": nameParams,
+		}
+	}
+	if r.namespaced {
+		paths[base+r.plural] = map[string]any{
+			"get":        r.op("list", "list"+r.tagID()+r.kind+"ForAllNamespaces", "list objects of kind "+r.kind, listParams, responses(r.listSchemaName, "200"), nil),
+			"parameters": []map[string]any{prettyParam},
+		}
+	}
+}
+
+// tagID is the group-version part of operation ids, e.g. StableExampleComV1.
+func (r resource) tagID() string {
+	var b strings.Builder
+	for _, part := range strings.FieldsFunc(r.group+"."+r.version, func(c rune) bool { return c == '.' || c == '-' }) {
+		rs := []rune(part)
+		rs[0] = unicode.ToUpper(rs[0])
+		b.WriteString(string(rs))
+	}
+	return b.String()
+}
+
+func schemaName(group, version, kind string) string {
+	parts := strings.Split(group, ".")
+	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
+		parts[i], parts[j] = parts[j], parts[i]
+	}
+	return strings.Join(parts, ".") + "." + version + "." + kind
+}
+
+func newDocument(title string) (map[string]any, map[string]any, map[string]any) {
+	paths, schemas := map[string]any{}, map[string]any{}
+	doc := map[string]any{
+		"openapi":    "3.0.0",
+		"info":       map[string]any{"title": title, "version": "v0.1.0"},
+		"paths":      paths,
+		"components": map[string]any{"schemas": schemas},
+	}
+	for _, n := range []string{objectMeta, listMeta, statusRef, deleteOpts, patchRef} {
+		addSchemaClosure(schemas, n)
+	}
+	return doc, paths, schemas
+}
+
+// groupVersionDocument renders the document of one CRD group-version.
+func groupVersionDocument(gvPath string, crds map[string]*CRD) map[string]any {
+	doc, paths, schemas := newDocument("Kubernetes CRD Swagger")
+	for _, name := range sortedNames(crds) {
+		crd := crds[name]
+		for _, v := range crd.Spec.Versions {
+			if !v.Served || "apis/"+crd.Spec.Group+"/"+v.Name != gvPath {
+				continue
+			}
+			r := resource{
+				group: crd.Spec.Group, version: v.Name, kind: crd.Spec.Names.Kind, plural: crd.Spec.Names.Plural,
+				namespaced: crd.Spec.Scope == "Namespaced",
+				schemaName: schemaName(crd.Spec.Group, v.Name, crd.Spec.Names.Kind),
+				tag:        tagName(crd.Spec.Group, v.Name),
+			}
+			r.listSchemaName = schemaName(crd.Spec.Group, v.Name, listKind(crd))
+			if v.Subresources != nil {
+				r.status = v.Subresources.Status != nil
+				r.scale = v.Subresources.Scale != nil
+			}
+			if r.scale {
+				addSchemaClosure(schemas, "io.k8s.api.autoscaling.v1.Scale")
+			}
+			r.addPaths(paths)
+			schemas[r.schemaName] = objectSchema(r, v)
+			schemas[r.listSchemaName] = listSchema(r, listKind(crd))
+		}
+	}
+	return doc
+}
+
+func listKind(crd *CRD) string {
+	if crd.Spec.Names.ListKind != "" {
+		return crd.Spec.Names.ListKind
+	}
+	return crd.Spec.Names.Kind + "List"
+}
+
+// tagName is upstream's operation tag for a group-version, e.g. stableExampleCom_v1.
+func tagName(group, version string) string {
+	var b strings.Builder
+	for i, part := range strings.FieldsFunc(group, func(c rune) bool { return c == '.' || c == '-' }) {
+		rs := []rune(part)
+		if i > 0 {
+			rs[0] = unicode.ToUpper(rs[0])
+		}
+		b.WriteString(string(rs))
+	}
+	return b.String() + "_" + version
+}
+
+func gvkExt(r resource, kind string) []map[string]string {
+	return []map[string]string{{"group": r.group, "kind": kind, "version": r.version}}
+}
+
+func objectSchema(r resource, v crdVersion) map[string]any {
+	s := map[string]any{"type": "object"}
+	if v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
+		b, err := json.Marshal(v.Schema.OpenAPIV3Schema)
+		if err == nil {
+			_ = json.Unmarshal(b, &s)
+		}
+	}
+	props, _ := s["properties"].(map[string]any)
+	if props == nil {
+		props = map[string]any{}
+		s["properties"] = props
+	}
+	props["apiVersion"] = map[string]any{"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"}
+	props["kind"] = map[string]any{"type": "string", "description": "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"}
+	props["metadata"] = map[string]any{"allOf": []any{ref(objectMeta)}, "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"}
+	s["x-kubernetes-group-version-kind"] = gvkExt(r, r.kind)
+	return s
+}
+
+func listSchema(r resource, kind string) map[string]any {
+	return map[string]any{
+		"type":        "object",
+		"description": kind + " is a list of " + r.kind,
+		"required":    []string{"items"},
+		"properties": map[string]any{
+			"apiVersion": map[string]any{"type": "string"},
+			"items":      map[string]any{"type": "array", "items": ref(r.schemaName), "description": "List of " + r.plural + "."},
+			"kind":       map[string]any{"type": "string"},
+			"metadata":   map[string]any{"allOf": []any{ref(listMeta)}},
+		},
+		"x-kubernetes-group-version-kind": gvkExt(r, kind),
+	}
+}
+
+// apiextensionsDocument renders apis/apiextensions.k8s.io/v1.
+func apiextensionsDocument() map[string]any {
+	doc, paths, schemas := newDocument("Kubernetes")
+	r := resource{
+		group: "apiextensions.k8s.io", version: "v1", kind: "CustomResourceDefinition", plural: "customresourcedefinitions",
+		schemaName: crdTypeName, listSchemaName: crdTypeName + "List", status: true, tag: "apiextensions_v1",
+	}
+	r.addPaths(paths)
+	addSchemaClosure(schemas, crdTypeName)
+	addSchemaClosure(schemas, crdTypeName+"List")
+	for _, n := range []string{crdTypeName, crdTypeName + "List"} {
+		if s, ok := schemas[n].(spec.Schema); ok {
+			kind := strings.TrimPrefix(n, "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.")
+			s.AddExtension("x-kubernetes-group-version-kind", gvkExt(r, kind))
+			schemas[n] = s
+		}
+	}
+	return doc
+}
