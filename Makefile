@@ -66,7 +66,7 @@ test-unit:
 
 ## test-e2e: start the platform on loopback and drive it with kubectl and client-go.
 test-e2e: build
-	CRDPLANE_BIN=$(BIN)/crdplane $(GO) test -count=1 -timeout 20m ./e2e/...
+	CRDPLANE_BIN=$(BIN)/crdplane CRDPLANE_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 20m ./e2e/...
 
 ## bench: Go benchmarks of the hot paths (not part of make test).
 bench:

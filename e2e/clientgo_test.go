@@ -46,7 +46,7 @@ func TestClientGoDynamic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if created.GetUID() == "" || created.GetResourceVersion() == "" || created.GetGeneration() != 1 || created.GetCreationTimestamp().IsZero() {
+	if created.GetUID() == "" || created.GetResourceVersion() == "" || created.GetGeneration() != 1 || created.GetCreationTimestamp().Time.IsZero() {
 		t.Fatalf("server metadata missing: %v", created.Object["metadata"])
 	}
 	if _, err := cts.Create(ctx, obj, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {

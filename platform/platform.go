@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -115,15 +116,23 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 	p.closers = append(p.closers, conv.Close)
 	p.serve(runCtx, "converter", addr("converter"), conv.Register, conv.Ready)
 
-	pki, err := localpki.Generate(append([]string{"localhost", "127.0.0.1", "::1"}, cfg.Hosts...))
+	dnsNames, ips := []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	for _, h := range cfg.Hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			dnsNames = append(dnsNames, h)
+		}
+	}
+	pki, err := localpki.Generate(dnsNames, ips)
 	if err != nil {
 		return nil, fmt.Errorf("certificates: %w", err)
 	}
-	cert, err := tls.X509KeyPair(pki.CertPEM, pki.KeyPEM)
+	cert, err := tls.X509KeyPair(pki.ServingCertPEM, pki.ServingKeyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("serving certificate: %w", err)
 	}
-	p.CAPEM = pki.CAPEM
+	p.CAPEM = pki.CACertPEM
 
 	gw, err := gateway.New(ctx, gateway.Config{
 		ListenAddr:    cfg.ListenAddr,
