@@ -87,7 +87,7 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 	n := instances.Add(1)
 	addr := func(name string) string { return fmt.Sprintf("inproc://%s-%d", name, n) }
 
-	st, err := storage.New(ctx, storage.Config{DataDir: cfg.DataDir, EtcdEndpoints: cfg.EtcdEndpoints})
+	st, err := storage.New(runCtx, storage.Config{DataDir: cfg.DataDir, EtcdEndpoints: cfg.EtcdEndpoints})
 	if err != nil {
 		return nil, fmt.Errorf("storage: %w", err)
 	}
@@ -95,21 +95,21 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 	p.closers = append(p.closers, st.Close)
 	p.serve(runCtx, "storage", addr("storage"), st.Register, st.Ready)
 
-	reg, err := registry.New(ctx, registry.Config{StorageAddr: addr("storage")})
+	reg, err := registry.New(runCtx, registry.Config{StorageAddr: addr("storage")})
 	if err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
 	p.closers = append(p.closers, reg.Close)
 	p.serve(runCtx, "registry", addr("registry"), reg.Register, reg.Ready)
 
-	val, err := validator.New(ctx, validator.Config{RegistryAddr: addr("registry")})
+	val, err := validator.New(runCtx, validator.Config{RegistryAddr: addr("registry")})
 	if err != nil {
 		return nil, fmt.Errorf("validator: %w", err)
 	}
 	p.closers = append(p.closers, val.Close)
 	p.serve(runCtx, "validator", addr("validator"), val.Register, val.Ready)
 
-	conv, err := converter.New(ctx, converter.Config{RegistryAddr: addr("registry")})
+	conv, err := converter.New(runCtx, converter.Config{RegistryAddr: addr("registry")})
 	if err != nil {
 		return nil, fmt.Errorf("converter: %w", err)
 	}
@@ -134,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 	}
 	p.CAPEM = pki.CACertPEM
 
-	gw, err := gateway.New(ctx, gateway.Config{
+	gw, err := gateway.New(runCtx, gateway.Config{
 		ListenAddr:    cfg.ListenAddr,
 		RegistryAddr:  addr("registry"),
 		ValidatorAddr: addr("validator"),

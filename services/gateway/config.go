@@ -1,0 +1,89 @@
+// Package gateway is crdplane's Kubernetes REST edge: grpc-gateway
+// translates kube-apiserver's REST surface into calls on
+// crdplane.gateway.v1.KubeAPIService, which this package implements by
+// orchestrating the registry (CRDs), validator (admission), converter
+// (versions) and storage (objects) services.
+package gateway
+
+import (
+	"crypto/tls"
+	"flag"
+	"strings"
+	"time"
+)
+
+// Config configures the gateway.
+type Config struct {
+	// ListenAddr is where HTTPS is served (host:port; ":0" picks a port).
+	ListenAddr string
+	// RegistryAddr, ValidatorAddr, ConverterAddr and StorageAddr are the
+	// gRPC addresses of the other services (host:port, dns:///host:port or
+	// inproc://name).
+	RegistryAddr  string
+	ValidatorAddr string
+	ConverterAddr string
+	StorageAddr   string
+
+	// TLSCertFile and TLSKeyFile are the PEM serving certificate and key.
+	TLSCertFile string
+	TLSKeyFile  string
+	// TLSCert is an in-memory alternative to the files. With neither, the
+	// gateway serves a self-signed certificate for localhost.
+	TLSCert *tls.Certificate
+
+	// Tokens are the accepted bearer tokens.
+	Tokens []string
+	// TokenFile is a static token file (CSV "token,user,uid[,groups]"); its
+	// tokens are accepted too.
+	TokenFile string
+
+	// MaxRequestBodyBytes bounds a request body (default 3 MiB).
+	MaxRequestBodyBytes int64
+	// MinRequestTimeout is the watch duration bound when the client gives
+	// no timeoutSeconds: a watch then lasts a random time between it and
+	// twice it (default 30m, as kube-apiserver).
+	MinRequestTimeout time.Duration
+	// CRDWait bounds how long a request for a resource the CRD cache does
+	// not know yet waits for the cache when the registry has the CRD
+	// (default 5s).
+	CRDWait time.Duration
+	// ShutdownGrace bounds the graceful stop of Run (default 10s).
+	ShutdownGrace time.Duration
+}
+
+// RegisterFlags adds the gateway's flags to fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.ListenAddr, "listen", ":6443", "HTTPS listen address of the Kubernetes API")
+	fs.StringVar(&c.RegistryAddr, "registry-addr", "localhost:7002", "registry gRPC address")
+	fs.StringVar(&c.ValidatorAddr, "validator-addr", "localhost:7003", "validator gRPC address")
+	fs.StringVar(&c.ConverterAddr, "converter-addr", "localhost:7004", "converter gRPC address (webhook conversion)")
+	fs.StringVar(&c.StorageAddr, "storage-addr", "localhost:7001", "storage gRPC address")
+	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM serving certificate (default: a self-signed certificate for localhost)")
+	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM serving key")
+	fs.StringVar(&c.TokenFile, "token-file", "", "static token file (CSV: token,user,uid[,groups])")
+	fs.Func("token", "an accepted bearer token (repeatable)", func(s string) error {
+		if s = strings.TrimSpace(s); s != "" {
+			c.Tokens = append(c.Tokens, s)
+		}
+		return nil
+	})
+	fs.Int64Var(&c.MaxRequestBodyBytes, "max-request-body-bytes", DefaultMaxRequestBodyBytes, "largest accepted request body")
+	fs.DurationVar(&c.MinRequestTimeout, "min-request-timeout", 30*time.Minute, "watch duration when the client sets no timeoutSeconds (randomised up to twice this)")
+	fs.DurationVar(&c.CRDWait, "crd-wait", 5*time.Second, "how long a request waits for the CRD cache to catch up with the registry")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "bound on graceful shutdown")
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxRequestBodyBytes <= 0 {
+		c.MaxRequestBodyBytes = DefaultMaxRequestBodyBytes
+	}
+	if c.MinRequestTimeout <= 0 {
+		c.MinRequestTimeout = 30 * time.Minute
+	}
+	if c.CRDWait <= 0 {
+		c.CRDWait = 5 * time.Second
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 10 * time.Second
+	}
+}

@@ -1,0 +1,240 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"google.golang.org/genproto/googleapis/api/httpbody"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/crdplane/crdplane/pkg/kstatus"
+	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
+	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
+)
+
+// The CRDs themselves (apiextensions.k8s.io/v1 customresourcedefinitions,
+// cluster-scoped, with a status subresource) are the registry's: every verb
+// is delegated to it, and lists and watches render through the same code
+// as custom resources.
+
+var crdGR = schema.GroupResource{Group: crdGroup, Resource: crdResource}
+
+const crdAPIVersion = crdGroup + "/" + crdVersion
+
+// crdScope rejects a namespaced path (CRDs are cluster-scoped) with 404.
+func crdScope(namespace string) error {
+	if namespace != "" {
+		return errNotFound()
+	}
+	return nil
+}
+
+func crdSubresource(sub, name string) error {
+	if sub == "" || sub == "status" {
+		return nil
+	}
+	return apierrors.NewNotFound(crdGR, name)
+}
+
+func writeOptions(dryRun []string, fieldManager, fieldValidation string) *registryv1.WriteOptions {
+	return &registryv1.WriteOptions{DryRun: isDryRun(dryRun), FieldManager: fieldManager, FieldValidation: fieldValidation}
+}
+
+func (a *kubeAPI) crdGet(ctx context.Context, req *gatewayv1.GetRequest, out outputFormat) (*httpbody.HttpBody, error) {
+	if err := crdScope(req.GetNamespace()); err != nil {
+		return nil, err
+	}
+	if err := crdSubresource(req.GetSubresource(), req.GetName()); err != nil {
+		return nil, err
+	}
+	resp, err := a.registry.Get(ctx, &registryv1.GetRequest{Name: req.GetName()})
+	if err != nil {
+		return nil, err
+	}
+	return out.body(resp.GetObject()), nil
+}
+
+func (a *kubeAPI) listCRDs(ctx context.Context, params listParams) (listPage, error) {
+	opts, err := parseListOptions(params)
+	if err != nil {
+		return listPage{}, err
+	}
+	if err := checkFieldSelector(opts.FieldSelector, func(f string) bool { return f == "metadata.name" }); err != nil {
+		return listPage{}, err
+	}
+	lo, err := storageListOptions(opts, schema.GroupKind{Group: crdGroup, Kind: crdResource}, nil)
+	if err != nil {
+		return listPage{}, err
+	}
+	resp, err := a.registry.List(ctx, &registryv1.ListRequest{Options: lo})
+	if err != nil {
+		return listPage{}, err
+	}
+	return listPage{
+		items:           resp.GetObjects(),
+		resourceVersion: resp.GetResourceVersion(),
+		continueToken:   resp.GetContinueToken(),
+		remaining:       resp.RemainingItemCount,
+	}, nil
+}
+
+func (a *kubeAPI) crdList(ctx context.Context, namespace string, params listParams, out outputFormat) (*httpbody.HttpBody, error) {
+	if err := crdScope(namespace); err != nil {
+		return nil, err
+	}
+	page, err := a.listCRDs(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	return out.body(renderList(crdAPIVersion, crdListKind, page)), nil
+}
+
+func (a *kubeAPI) crdWatch(ctx context.Context, namespace string, params listParams, stream gatewayv1.KubeAPIService_WatchServer) error {
+	if err := crdScope(namespace); err != nil {
+		return err
+	}
+	opts, err := parseListOptions(params)
+	if err != nil {
+		return err
+	}
+	if err := checkFieldSelector(opts.FieldSelector, func(f string) bool { return f == "metadata.name" }); err != nil {
+		return err
+	}
+	rv, err := parseRV(schema.GroupKind{Group: crdGroup, Kind: crdResource}, opts.ResourceVersion)
+	if err != nil {
+		return err
+	}
+	plan := planWatch(opts, rv, a.minRequestTimeout)
+	plan.apiVersion, plan.kind = crdAPIVersion, crdKind
+	wreq := &registryv1.WatchRequest{
+		ResourceVersion:   plan.resourceVersion,
+		SendInitialEvents: plan.initialEvents,
+		AllowBookmarks:    plan.allowBookmarks,
+	}
+	if opts.LabelSelector != nil && !opts.LabelSelector.Empty() {
+		wreq.LabelSelector = opts.LabelSelector.String()
+	}
+	if opts.FieldSelector != nil && !opts.FieldSelector.Empty() {
+		wreq.FieldSelector = opts.FieldSelector.String()
+	}
+	wctx, cancel := context.WithTimeout(ctx, plan.timeout)
+	defer cancel()
+	backend, err := a.registry.Watch(wctx, wreq)
+	if err != nil {
+		return err
+	}
+	return serveWatch(wctx, stream, plan, func() (backendEvent, error) { return backend.Recv() })
+}
+
+func (a *kubeAPI) crdCreate(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body []byte, out outputFormat) (*httpbody.HttpBody, error) {
+	if err := crdScope(req.GetNamespace()); err != nil {
+		return nil, err
+	}
+	resp, err := a.registry.Create(ctx, &registryv1.CreateRequest{
+		Object:  body,
+		Options: writeOptions(opts.DryRun, opts.FieldManager, opts.FieldValidation),
+	})
+	if err != nil {
+		return nil, err
+	}
+	addWarnings(ctx, resp.GetWarnings()...)
+	setHTTPCode(ctx, http.StatusCreated)
+	return out.body(resp.GetObject()), nil
+}
+
+func (a *kubeAPI) crdUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body []byte, out outputFormat) (*httpbody.HttpBody, error) {
+	if err := crdScope(req.GetNamespace()); err != nil {
+		return nil, err
+	}
+	if err := crdSubresource(req.GetSubresource(), req.GetName()); err != nil {
+		return nil, err
+	}
+	resp, err := a.registry.Update(ctx, &registryv1.UpdateRequest{
+		Name:        req.GetName(),
+		Subresource: req.GetSubresource(),
+		Object:      body,
+		Options:     writeOptions(opts.DryRun, opts.FieldManager, opts.FieldValidation),
+	})
+	if err != nil {
+		return nil, err
+	}
+	addWarnings(ctx, resp.GetWarnings()...)
+	return out.body(resp.GetObject()), nil
+}
+
+func (a *kubeAPI) crdPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions, pt string, out outputFormat) (*httpbody.HttpBody, error) {
+	if err := crdScope(req.GetNamespace()); err != nil {
+		return nil, err
+	}
+	if err := crdSubresource(req.GetSubresource(), req.GetName()); err != nil {
+		return nil, err
+	}
+	resp, err := a.registry.Patch(ctx, &registryv1.PatchRequest{
+		Name:        req.GetName(),
+		Subresource: req.GetSubresource(),
+		PatchType:   pt,
+		Patch:       req.GetBody().GetData(),
+		Options:     writeOptions(opts.DryRun, opts.FieldManager, opts.FieldValidation),
+	})
+	if err != nil {
+		return nil, err
+	}
+	addWarnings(ctx, resp.GetWarnings()...)
+	return out.body(resp.GetObject()), nil
+}
+
+func (a *kubeAPI) crdDelete(ctx context.Context, req *gatewayv1.DeleteRequest, opts *metav1.DeleteOptions, out outputFormat) (*httpbody.HttpBody, error) {
+	if err := crdScope(req.GetNamespace()); err != nil {
+		return nil, err
+	}
+	return a.deleteCRD(ctx, req.GetName(), opts, out)
+}
+
+func (a *kubeAPI) deleteCRD(ctx context.Context, name string, opts *metav1.DeleteOptions, out outputFormat) (*httpbody.HttpBody, error) {
+	dreq := &registryv1.DeleteRequest{Name: name, DryRun: isDryRun(opts.DryRun)}
+	if p := opts.Preconditions; p != nil {
+		if p.UID != nil {
+			dreq.PreconditionUid = string(*p.UID)
+		}
+		if p.ResourceVersion != nil {
+			dreq.PreconditionResourceVersion = *p.ResourceVersion
+		}
+	}
+	resp, err := a.registry.Delete(ctx, dreq)
+	if err != nil {
+		return nil, err
+	}
+	return out.body(resp.GetObject()), nil
+}
+
+func (a *kubeAPI) crdDeleteCollection(ctx context.Context, namespace string, params listParams, opts *metav1.DeleteOptions, out outputFormat) (*httpbody.HttpBody, error) {
+	if err := crdScope(namespace); err != nil {
+		return nil, err
+	}
+	var all listPage
+	for {
+		page, err := a.listCRDs(ctx, params)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range page.items {
+			name, _ := itemNameNamespace(it)
+			if _, err := a.deleteCRD(ctx, name, opts, out); err != nil {
+				if kstatus.FromError(err).Code == http.StatusNotFound {
+					continue
+				}
+				return nil, fmt.Errorf("delete CRD %s: %w", name, err)
+			}
+		}
+		all.items = append(all.items, page.items...)
+		all.resourceVersion = page.resourceVersion
+		if page.continueToken == "" {
+			break
+		}
+		params.continueToken = page.continueToken
+	}
+	return out.body(renderList(crdAPIVersion, crdListKind, all)), nil
+}

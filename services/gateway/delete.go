@@ -1,0 +1,239 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"google.golang.org/genproto/googleapis/api/httpbody"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/crdplane/crdplane/pkg/objmeta"
+	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
+	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
+)
+
+// maxDeleteRetries bounds the re-reads of a delete racing other writers.
+const maxDeleteRetries = 8
+
+// deleteOptions reads DeleteOptions from the body when there is one, else
+// from the query, and validates them as kube-apiserver does.
+func deleteOptions(body []byte, dryRun []string, grace *int64, propagation string) (*metav1.DeleteOptions, error) {
+	opts := &metav1.DeleteOptions{}
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, opts); err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		if opts.Kind != "" && opts.Kind != "DeleteOptions" {
+			return nil, apierrors.NewBadRequest("decoded object cannot be converted to DeleteOptions")
+		}
+	} else {
+		opts.DryRun = dryRun
+		opts.GracePeriodSeconds = grace
+		if propagation != "" {
+			pp := metav1.DeletionPropagation(propagation)
+			opts.PropagationPolicy = &pp
+		}
+	}
+	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
+	}
+	return opts, nil
+}
+
+// Delete serves DELETE on one object.
+func (a *kubeAPI) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*httpbody.HttpBody, error) {
+	out := negotiateOutput(requestMetaFrom(ctx).accept, req.GetPretty())
+	opts, err := deleteOptions(req.GetBody().GetData(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
+	if err != nil {
+		return reply(nil, err)
+	}
+	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
+		return reply(a.crdDelete(ctx, req, opts, out))
+	}
+	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeObject)
+	if err != nil {
+		return reply(nil, err)
+	}
+	addWarnings(ctx, r.warnings...)
+	doc, err := a.deleteOne(ctx, r, req.GetNamespace(), req.GetName(), opts)
+	if err != nil {
+		return reply(nil, err)
+	}
+	return out.body(doc), nil
+}
+
+// deleteOne deletes one custom resource as kube-apiserver's registry does
+// for custom resources: an object with finalizers is only marked (a
+// deletionTimestamp, deletionGracePeriodSeconds 0, generation+1) and
+// returned; otherwise it is removed and a Success Status naming it is
+// returned. DeleteOptions preconditions are checked first (409).
+// Propagation policies are accepted but there is no garbage collector to
+// honour them.
+func (a *kubeAPI) deleteOne(ctx context.Context, r *resource, ns, name string, opts *metav1.DeleteOptions) ([]byte, error) {
+	dryRun := isDryRun(opts.DryRun)
+	for attempt := 0; ; attempt++ {
+		cur, err := a.readCurrent(ctx, r, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkPreconditions(r, cur, name, opts.Preconditions); err != nil {
+			return nil, err
+		}
+		var doc []byte
+		if len(finalizers(cur.obj)) > 0 {
+			doc, err = a.markDeleting(ctx, r, cur, dryRun)
+		} else {
+			doc, err = a.removeObject(ctx, r, cur, name, dryRun)
+		}
+		if errors.Is(err, errStale) {
+			if opts.Preconditions != nil && opts.Preconditions.ResourceVersion != nil || attempt >= maxDeleteRetries {
+				return nil, apierrors.NewConflict(r.groupResource(), name, errors.New(optimisticLockMsg))
+			}
+			continue
+		}
+		return doc, err
+	}
+}
+
+// checkPreconditions is upstream's precondition check of a delete, with
+// its wording (the conflict names the kind, as upstream does).
+func checkPreconditions(r *resource, cur *current, name string, pre *metav1.Preconditions) error {
+	if pre == nil {
+		return nil
+	}
+	gr := schema.GroupResource{Group: r.group, Resource: r.kind}
+	if pre.UID != nil {
+		if uid := types.UID(objmeta.String(cur.obj, "uid")); *pre.UID != uid {
+			return apierrors.NewConflict(gr, name, fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *pre.UID, uid))
+		}
+	}
+	if pre.ResourceVersion != nil {
+		if rv := fmt.Sprint(cur.rv); *pre.ResourceVersion != rv {
+			return apierrors.NewConflict(gr, name, fmt.Errorf("the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s). The object might have been modified", *pre.ResourceVersion, rv))
+		}
+	}
+	return nil
+}
+
+// markDeleting sets the deletion fields of an object with finalizers and
+// returns it (unchanged when already being deleted).
+func (a *kubeAPI) markDeleting(ctx context.Context, r *resource, cur *current, dryRun bool) ([]byte, error) {
+	stored, err := decodeObject(cur.stored)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if _, deleting := objmeta.DeletionTimestamp(stored); deleting {
+		return a.convertOne(ctx, r, r.apiVersion(), cur.stored)
+	}
+	m := objmeta.Meta(stored)
+	if g := objmeta.Generation(stored); g > 0 {
+		m["generation"] = g + 1
+	}
+	m["deletionTimestamp"] = objmeta.Timestamp(a.now())
+	m["deletionGracePeriodSeconds"] = int64(0)
+	data, err := encodeObject(stored)
+	if err != nil {
+		return nil, err
+	}
+	if dryRun {
+		return a.convertOne(ctx, r, r.apiVersion(), data)
+	}
+	resp, err := a.storage.Update(ctx, &storagev1.UpdateRequest{Key: cur.key, Object: data, ExpectedResourceVersion: cur.rv})
+	if err != nil {
+		err = storageErr(err, r.groupResource(), objmeta.String(stored, "name"))
+		if apierrors.IsConflict(err) {
+			return nil, errStale
+		}
+		return nil, err
+	}
+	return a.convertOne(ctx, r, r.apiVersion(), resp.GetObject())
+}
+
+// removeObject deletes an object without finalizers (CAS on its revision).
+func (a *kubeAPI) removeObject(ctx context.Context, r *resource, cur *current, name string, dryRun bool) ([]byte, error) {
+	uid := objmeta.String(cur.obj, "uid")
+	if !dryRun {
+		_, err := a.storage.Delete(ctx, &storagev1.DeleteRequest{Key: cur.key, PreconditionUid: uid, PreconditionResourceVersion: cur.rv})
+		if err != nil {
+			err = storageErr(err, r.groupResource(), name)
+			if apierrors.IsConflict(err) {
+				return nil, errStale
+			}
+			return nil, err
+		}
+	}
+	st := &metav1.Status{
+		Status:  metav1.StatusSuccess,
+		Details: &metav1.StatusDetails{Name: name, Group: r.group, Kind: r.plural, UID: types.UID(uid)},
+	}
+	b, err := json.Marshal(withStatusTypeMeta(st))
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return b, nil
+}
+
+func withStatusTypeMeta(s *metav1.Status) *metav1.Status {
+	s.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	return s
+}
+
+// DeleteCollection serves DELETE on a collection: every selected object is
+// deleted as by Delete; the answer lists them as they were.
+func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCollectionRequest) (*httpbody.HttpBody, error) {
+	out := negotiateOutput(requestMetaFrom(ctx).accept, req.GetPretty())
+	opts, err := deleteOptions(req.GetBody().GetData(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
+	if err != nil {
+		return reply(nil, err)
+	}
+	params := listParams{labelSelector: req.GetLabelSelector(), fieldSelector: req.GetFieldSelector()}
+	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
+		return reply(a.crdDeleteCollection(ctx, req.GetNamespace(), params, opts, out))
+	}
+	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeObject)
+	if err != nil {
+		return reply(nil, err)
+	}
+	addWarnings(ctx, r.warnings...)
+	var all listPage
+	for {
+		page, err := a.listStored(ctx, r, req.GetNamespace(), params)
+		if err != nil {
+			return reply(nil, err)
+		}
+		items, err := a.convertObjects(ctx, r, r.apiVersion(), page.items)
+		if err != nil {
+			return reply(nil, err)
+		}
+		for _, it := range items {
+			name, ns := itemNameNamespace(it)
+			if _, err := a.deleteOne(ctx, r, ns, name, opts); err != nil && !apierrors.IsNotFound(err) {
+				return reply(nil, err)
+			}
+		}
+		all.items = append(all.items, items...)
+		all.resourceVersion = page.resourceVersion
+		if page.continueToken == "" {
+			break
+		}
+		params.continueToken = page.continueToken
+	}
+	return out.body(renderList(r.apiVersion(), r.listKind, all)), nil
+}
+
+func itemNameNamespace(obj []byte) (name, namespace string) {
+	var m struct {
+		Metadata struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(obj, &m)
+	return m.Metadata.Name, m.Metadata.Namespace
+}

@@ -1,0 +1,83 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+
+	"google.golang.org/genproto/googleapis/api/httpbody"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
+	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
+)
+
+// GetCoreDiscovery serves /api (no core group is served) and 404s /api/<v>.
+func (a *kubeAPI) GetCoreDiscovery(ctx context.Context, req *gatewayv1.GetCoreDiscoveryRequest) (*httpbody.HttpBody, error) {
+	if req.GetVersion() != "" {
+		return nil, toGRPC(errNotFound())
+	}
+	host := requestMetaFrom(ctx).host
+	if host == "" {
+		host = "localhost"
+	}
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		host = net.JoinHostPort(host, "443")
+	}
+	doc := metav1.APIVersions{
+		TypeMeta:                   metav1.TypeMeta{Kind: "APIVersions"},
+		Versions:                   []string{},
+		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: host}},
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &httpbody.HttpBody{ContentType: contentTypeJSON, Data: append(b, '\n')}, nil
+}
+
+// GetDiscovery serves /apis, /apis/<g> and /apis/<g>/<v> from the
+// registry's discovery documents (legacy or aggregated, by Accept).
+func (a *kubeAPI) GetDiscovery(ctx context.Context, req *gatewayv1.GetDiscoveryRequest) (*httpbody.HttpBody, error) {
+	resp, err := a.registry.GetDiscovery(ctx, &registryv1.GetDiscoveryRequest{
+		Group:   req.GetGroup(),
+		Version: req.GetVersion(),
+		Accept:  requestMetaFrom(ctx).accept,
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	ct := resp.GetContentType()
+	if ct == "" {
+		ct = contentTypeJSON
+	}
+	return &httpbody.HttpBody{ContentType: ct, Data: resp.GetBody()}, nil
+}
+
+// GetOpenAPI serves /openapi/v3 (the index) and /openapi/v3/<path> from
+// the registry's OpenAPIService. A request that names the document's hash
+// (as the index's serverRelativeURLs do) may be cached forever.
+func (a *kubeAPI) GetOpenAPI(ctx context.Context, req *gatewayv1.GetOpenAPIRequest) (*httpbody.HttpBody, error) {
+	resp, err := a.openapi.GetDocument(ctx, &registryv1.GetDocumentRequest{
+		Version: req.GetVersion(),
+		Path:    req.GetPath(),
+		Accept:  requestMetaFrom(ctx).accept,
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	headers := []string{mdETag, resp.GetEtag()}
+	if req.GetHash() != "" && `"`+req.GetHash()+`"` == resp.GetEtag() {
+		headers = append(headers, mdCacheControl, "public, immutable")
+	} else {
+		headers = append(headers, mdCacheControl, "no-cache, private")
+	}
+	_ = grpc.SetHeader(ctx, metadata.Pairs(headers...))
+	ct := resp.GetContentType()
+	if ct == "" {
+		ct = contentTypeJSON
+	}
+	return &httpbody.HttpBody{ContentType: ct, Data: resp.GetBody()}, nil
+}

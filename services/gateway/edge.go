@@ -1,0 +1,160 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/crdplane/crdplane/pkg/kstatus"
+)
+
+// DefaultMaxRequestBodyBytes is kube-apiserver's limit on a request body (3 MiB).
+const DefaultMaxRequestBodyBytes = 3 << 20
+
+// edge is the thin HTTP layer in front of the grpc-gateway mux. It only
+// authenticates, enforces the body limit and rewrites "?watch=true" reads
+// onto the legacy /watch/ paths the Watch rpc is bound to; routing belongs
+// to the mux.
+type edge struct {
+	tokens  *tokenSet
+	maxBody int64
+	next    http.Handler
+	// stopWatches ends every watch when cancelled (graceful shutdown), so
+	// that long-running streams do not hold the server open.
+	stopWatches context.Context
+}
+
+func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !e.tokens.authenticate(r) {
+		writeUnauthorized(w)
+		return
+	}
+	// The credentials stop here; nothing behind the edge needs them.
+	r.Header.Del("Authorization")
+
+	if err := e.limitBody(r); err != nil {
+		writeStatus(w, kstatus.FromError(err))
+		return
+	}
+	if r.Method == http.MethodGet {
+		if u, ok := watchRewrite(r.URL); ok {
+			r2 := r.Clone(r.Context())
+			r2.URL = u
+			r2.RequestURI = u.RequestURI()
+			r = r2
+		}
+		if e.stopWatches != nil && isWatchPath(r.URL.Path) {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			stop := context.AfterFunc(e.stopWatches, cancel)
+			defer stop()
+			r = r.WithContext(ctx)
+		}
+	}
+	e.next.ServeHTTP(w, r)
+}
+
+// isWatchPath reports whether path is one of the legacy watch paths
+// (/apis/<g>/<v>/watch/...).
+func isWatchPath(path string) bool {
+	rest, ok := strings.CutPrefix(path, "/apis/")
+	if !ok {
+		return false
+	}
+	parts := strings.SplitN(rest, "/", 4)
+	return len(parts) == 4 && parts[2] == "watch"
+}
+
+// limitBody reads the request body up front (grpc-gateway reads it whole
+// anyway) and answers 413 as kube-apiserver does when it is too large.
+func (e *edge) limitBody(r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	tooLarge := apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", e.maxBody))
+	if r.ContentLength > e.maxBody {
+		return tooLarge
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, e.maxBody+1))
+	_ = r.Body.Close()
+	if err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("unable to read request body: %v", err))
+	}
+	if int64(len(data)) > e.maxBody {
+		return tooLarge
+	}
+	r.Body = io.NopCloser(bytes.NewReader(data))
+	r.ContentLength = int64(len(data))
+	return nil
+}
+
+// isWatchParam reads a boolean query parameter as kube-apiserver does:
+// absent, "0" and "false" are false, anything else is true.
+func isWatchParam(q url.Values) bool {
+	v, ok := q["watch"]
+	if !ok || len(v) == 0 {
+		return false
+	}
+	return v[0] != "0" && !strings.EqualFold(v[0], "false")
+}
+
+// watchRewrite maps a GET with ?watch=true onto the legacy watch path:
+//
+//	/apis/g/v/res                      → /apis/g/v/watch/res
+//	/apis/g/v/namespaces/ns/res        → /apis/g/v/watch/namespaces/ns/res
+//	/apis/g/v/res/name                 → /apis/g/v/watch/res?fieldSelector=metadata.name=name
+//	/apis/g/v/namespaces/ns/res/name   → /apis/g/v/watch/namespaces/ns/res?fieldSelector=...
+//
+// A watch of one object becomes a watch of its collection selecting its
+// name, as kube-apiserver treats it.
+func watchRewrite(in *url.URL) (*url.URL, bool) {
+	q := in.Query()
+	if !isWatchParam(q) {
+		return nil, false
+	}
+	rest, ok := strings.CutPrefix(in.Path, "/apis/")
+	if !ok {
+		return nil, false
+	}
+	parts := strings.Split(strings.TrimSuffix(rest, "/"), "/")
+	for _, p := range parts {
+		if p == "" {
+			return nil, false
+		}
+	}
+	var collection []string
+	name := ""
+	switch {
+	case len(parts) == 3 && parts[2] != "watch":
+		collection = parts
+	case len(parts) == 5 && parts[2] == "namespaces":
+		collection = parts
+	case len(parts) == 4 && parts[2] != "watch" && parts[2] != "namespaces":
+		collection, name = parts[:3], parts[3]
+	case len(parts) == 6 && parts[2] == "namespaces":
+		collection, name = parts[:5], parts[5]
+	default:
+		return nil, false
+	}
+	out := *in
+	out.RawPath = ""
+	out.Path = "/apis/" + strings.Join(append([]string{collection[0], collection[1], "watch"}, collection[2:]...), "/")
+	if name != "" {
+		sel := "metadata.name=" + name
+		if fs := q.Get("fieldSelector"); fs != "" {
+			sel = fs + "," + sel
+		}
+		q.Set("fieldSelector", sel)
+	}
+	// The watch path says it all; the parameter's loose boolean syntax
+	// ("watch=yes") would not parse as the Watch rpc's bool field.
+	q.Del("watch")
+	out.RawQuery = q.Encode()
+	return &out, true
+}

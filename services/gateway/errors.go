@@ -1,0 +1,97 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/crdplane/crdplane/pkg/kstatus"
+)
+
+// statusJSON renders a Status as kube-apiserver does (kind/apiVersion set,
+// status Failure unless given).
+func statusJSON(s *metav1.Status, pretty bool) []byte {
+	out := *s
+	out.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	if out.Status == "" {
+		out.Status = metav1.StatusFailure
+	}
+	var b []byte
+	var err error
+	if pretty {
+		b, err = json.MarshalIndent(&out, "", "  ")
+	} else {
+		b, err = json.Marshal(&out)
+	}
+	if err != nil {
+		return []byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"failed to encode status","reason":"InternalError","code":500}`)
+	}
+	return append(b, '\n')
+}
+
+// writeStatus answers with a Kubernetes Status and its code as the HTTP status.
+func writeStatus(w http.ResponseWriter, s *metav1.Status) {
+	code := int(s.Code)
+	if code == 0 {
+		code = http.StatusInternalServerError
+		s.Code = int32(code)
+	}
+	h := w.Header()
+	h.Del("Trailer")
+	h.Del("Transfer-Encoding")
+	h.Del("Content-Length")
+	h.Set("Content-Type", contentTypeJSON)
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write(statusJSON(s, false))
+}
+
+// errorHandler is the mux's error handler: any error (from KubeAPIService,
+// which carries a Kubernetes Status as a gRPC detail, or from grpc-gateway
+// itself) is answered with the Status kstatus.FromError derives from it.
+// Warnings the service queued still reach the client.
+func errorHandler(ctx context.Context, mux *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+	if md, ok := runtime.ServerMetadataFromContext(ctx); ok {
+		for _, v := range md.HeaderMD.Get(mdWarning) {
+			w.Header().Add("Warning", v)
+		}
+	}
+	s := kstatus.FromError(err)
+	if s.Code >= 500 && r.Context().Err() == nil {
+		slog.Default().ErrorContext(ctx, "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeStatus(w, s)
+}
+
+// routingErrorHandler answers requests no route matches as kube-apiserver
+// does: 404 NotFound "the server could not find the requested resource",
+// 405 MethodNotAllowed.
+func routingErrorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, code int) {
+	writeStatus(w, routingStatus(code))
+}
+
+func routingStatus(code int) *metav1.Status {
+	var err *apierrors.StatusError
+	switch code {
+	case http.StatusNotFound:
+		err = errNotFound()
+	case http.StatusMethodNotAllowed:
+		err = apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, "", schema.GroupResource{}, "", "", 0, false)
+	case http.StatusBadRequest:
+		err = apierrors.NewBadRequest("the request could not be routed")
+	default:
+		err = apierrors.NewGenericServerResponse(code, "", schema.GroupResource{}, "", "", 0, false)
+	}
+	return kstatus.FromError(err)
+}
+
+// errNotFound is kube-apiserver's answer for a path it does not serve.
+func errNotFound() *apierrors.StatusError {
+	return apierrors.NewGenericServerResponse(http.StatusNotFound, "", schema.GroupResource{}, "", "", 0, false)
+}

@@ -1,0 +1,164 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+const testToken = "test-token"
+
+// testGateway is a gateway over fake backends, served by httptest.
+type testGateway struct {
+	t     *testing.T
+	svc   *Service
+	srv   *httptest.Server
+	fakes *fakeBackends
+}
+
+func newTestGateway(t *testing.T) *testGateway {
+	t.Helper()
+	fb := startFakes(t)
+	ctx := context.Background()
+	svc, err := New(ctx, Config{
+		RegistryAddr:  fb.addr,
+		ValidatorAddr: fb.addr,
+		StorageAddr:   fb.addr,
+		ConverterAddr: fb.addr,
+		Tokens:        []string{testToken},
+		CRDWait:       2 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	srv := httptest.NewServer(svc.Handler())
+	t.Cleanup(srv.Close)
+	g := &testGateway{t: t, svc: svc, srv: srv, fakes: fb}
+	g.waitReady()
+	return g
+}
+
+func (g *testGateway) waitReady() {
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.svc.crds.WaitSynced(ctx); err != nil {
+		g.t.Fatalf("CRD cache never synced: %v", err)
+	}
+}
+
+// do sends a request (body: []byte, string or anything JSON-encodable)
+// with the test token and returns the response and its body.
+func (g *testGateway) do(method, path string, body any, header ...string) (*http.Response, []byte) {
+	g.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		r = bytes.NewReader(b)
+	case string:
+		r = strings.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, g.srv.URL+path, r)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := g.srv.Client().Do(req)
+	if err != nil {
+		g.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		g.t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return resp, data
+}
+
+// expect checks a response's code and returns its body decoded.
+func (g *testGateway) expect(code int, method, path string, body any, header ...string) map[string]any {
+	g.t.Helper()
+	resp, data := g.do(method, path, body, header...)
+	if resp.StatusCode != code {
+		g.t.Fatalf("%s %s: got %d, want %d: %s", method, path, resp.StatusCode, code, data)
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	var out map[string]any
+	if err := json.Unmarshal(data, &out); err != nil {
+		g.t.Fatalf("%s %s: body is not a JSON object: %v: %s", method, path, err, data)
+	}
+	return out
+}
+
+// cronTabCRD is the CRD of the tests: namespaced crontabs with v1
+// (storage, status subresource, selectable .spec.color) and v1beta1
+// (served, deprecated).
+func cronTabCRD() map[string]any {
+	return map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1",
+		"kind":       "CustomResourceDefinition",
+		"metadata":   map[string]any{"name": "crontabs.stable.example.com"},
+		"spec": map[string]any{
+			"group": "stable.example.com",
+			"scope": "Namespaced",
+			"names": map[string]any{"plural": "crontabs", "singular": "crontab", "kind": "CronTab", "listKind": "CronTabList"},
+			"versions": []any{
+				map[string]any{
+					"name": "v1", "served": true, "storage": true,
+					"schema":           map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+					"subresources":     map[string]any{"status": map[string]any{}},
+					"selectableFields": []any{map[string]any{"jsonPath": ".spec.color"}},
+				},
+				map[string]any{
+					"name": "v1beta1", "served": true, "storage": false, "deprecated": true,
+					"schema":       map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+					"subresources": map[string]any{"status": map[string]any{}},
+				},
+			},
+		},
+	}
+}
+
+// createCronTabCRD creates the CRD and waits until the gateway serves it.
+func (g *testGateway) createCronTabCRD() {
+	g.t.Helper()
+	g.expect(http.StatusCreated, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", cronTabCRD())
+}
+
+func cronTab(name string, spec map[string]any) map[string]any {
+	return map[string]any{
+		"apiVersion": "stable.example.com/v1",
+		"kind":       "CronTab",
+		"metadata":   map[string]any{"name": name},
+		"spec":       spec,
+	}
+}
+
+func meta(obj map[string]any) map[string]any {
+	m, _ := obj["metadata"].(map[string]any)
+	return m
+}
+
+func str(v any) string { s, _ := v.(string); return s }

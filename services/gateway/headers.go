@@ -1,0 +1,165 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+)
+
+// gRPC metadata keys the HTTP edge and KubeAPIService share. HTTP headers
+// reach the service under these keys; the service answers with response
+// header metadata that the edge maps back onto HTTP.
+const (
+	// mdAccept carries the request's Accept header.
+	mdAccept = "x-kube-accept"
+	// mdContentType carries the request's Content-Type header
+	// ("content-type" itself is reserved by gRPC).
+	mdContentType = "x-kube-content-type"
+	// mdUserAgent carries the request's User-Agent.
+	mdUserAgent = "x-kube-user-agent"
+	// mdHost carries the Host the client used (grpc-gateway sets it).
+	mdHost = "x-forwarded-host"
+	// mdHTTPCode is response header metadata: the HTTP status to answer with
+	// when it is not 200.
+	mdHTTPCode = "x-http-code"
+	// mdWarning is response header metadata: one HTTP Warning header value
+	// per entry.
+	mdWarning = "warning"
+	// mdETag and mdCacheControl are response header metadata copied to
+	// the ETag and Cache-Control headers (OpenAPI documents).
+	mdETag         = "etag"
+	mdCacheControl = "cache-control"
+)
+
+// incomingHeader picks the HTTP headers forwarded to KubeAPIService as gRPC
+// metadata.
+func incomingHeader(key string) (string, bool) {
+	switch textproto.CanonicalMIMEHeaderKey(key) {
+	case "Accept":
+		return mdAccept, true
+	case "Content-Type":
+		return mdContentType, true
+	case "User-Agent":
+		return mdUserAgent, true
+	}
+	return "", false
+}
+
+// outgoingHeader maps response header metadata onto HTTP headers: warnings
+// become Warning headers; everything else (x-http-code, gRPC internals) is
+// dropped.
+func outgoingHeader(key string) (string, bool) {
+	switch strings.ToLower(key) {
+	case mdWarning:
+		return "Warning", true
+	case mdETag:
+		return "ETag", true
+	case mdCacheControl:
+		return "Cache-Control", true
+	}
+	return "", false
+}
+
+// noTrailers drops every trailer: Kubernetes responses carry none.
+func noTrailers(string) (string, bool) { return "", false }
+
+// forwardHTTPCode sets the HTTP status from the x-http-code response header
+// metadata (201 on create, ...). It runs before the body is written.
+func forwardHTTPCode(ctx context.Context, w http.ResponseWriter, resp proto.Message) error {
+	if resp == nil {
+		return nil
+	}
+	md, ok := runtime.ServerMetadataFromContext(ctx)
+	if !ok {
+		return nil
+	}
+	vals := md.HeaderMD.Get(mdHTTPCode)
+	if len(vals) == 0 {
+		return nil
+	}
+	code, err := strconv.Atoi(vals[0])
+	if err != nil || code < 100 || code > 599 {
+		return fmt.Errorf("invalid %s %q", mdHTTPCode, vals[0])
+	}
+	w.WriteHeader(code)
+	return nil
+}
+
+// requestMeta is what KubeAPIService learns about the HTTP request.
+type requestMeta struct {
+	accept      string
+	contentType string
+	userAgent   string
+	host        string
+}
+
+func requestMetaFrom(ctx context.Context) requestMeta {
+	md, _ := metadata.FromIncomingContext(ctx)
+	first := func(k string) string {
+		if v := md.Get(k); len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	return requestMeta{
+		accept:      strings.Join(md.Get(mdAccept), ","),
+		contentType: first(mdContentType),
+		userAgent:   first(mdUserAgent),
+		host:        first(mdHost),
+	}
+}
+
+// setHTTPCode makes the edge answer with code instead of 200.
+func setHTTPCode(ctx context.Context, code int) {
+	if code == http.StatusOK {
+		return
+	}
+	_ = grpc.SetHeader(ctx, metadata.Pairs(mdHTTPCode, strconv.Itoa(code)))
+}
+
+// warningHeader formats a warning as kube-apiserver does: 299 - "<text>".
+func warningHeader(text string) string {
+	h, err := utilnet.NewWarningHeader(299, "-", sanitizeWarning(text))
+	if err != nil {
+		return "299 - " + strconv.Quote(sanitizeWarning(text))
+	}
+	return h
+}
+
+// sanitizeWarning keeps a warning a valid header value: printable ASCII
+// only (gRPC metadata and HTTP headers both require it).
+func sanitizeWarning(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+			b.WriteByte(' ')
+		case r < 0x20 || r > 0x7e:
+			b.WriteByte('?')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// addWarnings queues Warning headers for the response.
+func addWarnings(ctx context.Context, warnings ...string) {
+	if len(warnings) == 0 {
+		return
+	}
+	kv := make([]string, 0, 2*len(warnings))
+	for _, w := range warnings {
+		kv = append(kv, mdWarning, warningHeader(w))
+	}
+	_ = grpc.SetHeader(ctx, metadata.Pairs(kv...))
+}

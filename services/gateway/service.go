@@ -1,0 +1,333 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"google.golang.org/grpc"
+
+	"github.com/crdplane/crdplane/pkg/crdcache"
+	"github.com/crdplane/crdplane/pkg/grpcx"
+	converterv1 "github.com/crdplane/crdplane/proto/crdplane/converter/v1"
+	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
+	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
+	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
+	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/gateway/localpki"
+)
+
+// Service is one gateway: the HTTPS Kubernetes API in front of
+// KubeAPIService, which it serves on an in-process gRPC server.
+type Service struct {
+	cfg Config
+	log *slog.Logger
+
+	conns   []*grpc.ClientConn
+	crds    *crdcache.Cache
+	api     *kubeAPI
+	grpcSrv *grpc.Server
+	self    *grpc.ClientConn
+	handler http.Handler
+
+	lis    net.Listener // HTTPS, bound by New
+	tlsCfg *tls.Config
+
+	cancel      context.CancelFunc
+	stopWatches context.CancelFunc
+	done        chan struct{} // closed when background work has stopped
+	draining    atomic.Bool
+	closeOnce   sync.Once
+}
+
+// New connects to the other services, starts following the registry's CRD
+// watch and binds the HTTPS listener (serve it with Run). ctx only carries
+// values: the gateway runs until Close.
+func New(ctx context.Context, cfg Config) (*Service, error) {
+	cfg.setDefaults()
+	for name, addr := range map[string]string{"registry": cfg.RegistryAddr, "validator": cfg.ValidatorAddr, "storage": cfg.StorageAddr} {
+		if addr == "" {
+			return nil, fmt.Errorf("gateway: %s address is required", name)
+		}
+	}
+	tokens := append([]string(nil), cfg.Tokens...)
+	if cfg.TokenFile != "" {
+		ft, err := readTokenFile(cfg.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		tokens = append(tokens, ft...)
+	}
+	ts := newTokenSet(tokens)
+	log := slog.Default().With("service", "gateway")
+	if ts.empty() {
+		log.Warn("no bearer tokens configured: every request but /version and health checks is refused")
+	}
+	tlsCfg, err := serverTLS(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+
+	s := &Service{cfg: cfg, log: log, tlsCfg: tlsCfg, done: make(chan struct{})}
+	ok := false
+	defer func() {
+		if !ok {
+			s.closeConns()
+		}
+	}()
+	dial := func(addr string) (*grpc.ClientConn, error) {
+		cc, err := grpcx.Dial(addr)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		s.conns = append(s.conns, cc)
+		return cc, nil
+	}
+	regConn, err := dial(cfg.RegistryAddr)
+	if err != nil {
+		return nil, err
+	}
+	valConn, err := dial(cfg.ValidatorAddr)
+	if err != nil {
+		return nil, err
+	}
+	stoConn, err := dial(cfg.StorageAddr)
+	if err != nil {
+		return nil, err
+	}
+	var converter converterv1.ConverterServiceClient
+	if cfg.ConverterAddr != "" {
+		cc, err := dial(cfg.ConverterAddr)
+		if err != nil {
+			return nil, err
+		}
+		converter = converterv1.NewConverterServiceClient(cc)
+	}
+
+	registry := registryv1.NewRegistryServiceClient(regConn)
+	s.crds = crdcache.New(registry, log)
+	events := newCRDEvents()
+	s.crds.OnChange(func(_, _ *crdcache.CRD) { events.notify() })
+	s.api = &kubeAPI{
+		registry:          registry,
+		openapi:           registryv1.NewOpenAPIServiceClient(regConn),
+		storage:           storagev1.NewStorageServiceClient(stoConn),
+		validator:         validatorv1.NewValidatorServiceClient(valConn),
+		converter:         converter,
+		crds:              s.crds,
+		crdEvents:         events,
+		ready:             s.Ready,
+		minRequestTimeout: cfg.MinRequestTimeout,
+		crdWait:           cfg.CRDWait,
+		now:               time.Now,
+		log:               log,
+	}
+
+	// KubeAPIService on its own in-process gRPC server; grpc-gateway is
+	// its client (the in-process HandlerServer registration cannot stream
+	// Watch).
+	s.grpcSrv = grpcx.NewServer()
+	gatewayv1.RegisterKubeAPIServiceServer(s.grpcSrv, s.api)
+	inprocName := "crdplane-gateway-kubeapi-" + randomSuffix()
+	inproc := grpcx.ListenInProcess(inprocName)
+	self, err := grpcx.Dial("inproc://" + inprocName)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	s.self = self
+
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	mux, err := newMux(bg, gatewayv1.NewKubeAPIServiceClient(self))
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	watchCtx, stopWatches := context.WithCancel(bg)
+	s.stopWatches = stopWatches
+	s.handler = otelhttp.NewHandler(&edge{tokens: ts, maxBody: cfg.MaxRequestBodyBytes, next: mux, stopWatches: watchCtx}, "kube-api",
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }))
+
+	if cfg.ListenAddr != "" {
+		if s.lis, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
+			cancel()
+			return nil, fmt.Errorf("gateway: listen %s: %w", cfg.ListenAddr, err)
+		}
+	}
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); s.crds.Run(bg) }()
+	go func() {
+		defer wg.Done()
+		if err := s.grpcSrv.Serve(inproc); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			log.Error("in-process KubeAPIService stopped", "err", err)
+		}
+	}()
+	go func() { wg.Wait(); close(s.done) }()
+	ok = true
+	return s, nil
+}
+
+// newMux builds the grpc-gateway mux: raw HttpBody bodies both ways,
+// Accept/Content-Type forwarded as metadata, Warning headers and HTTP
+// status codes from response metadata, and Kubernetes Status errors.
+func newMux(ctx context.Context, client gatewayv1.KubeAPIServiceClient) (*runtime.ServeMux, error) {
+	mux := runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, rawMarshaler{}),
+		runtime.WithIncomingHeaderMatcher(incomingHeader),
+		runtime.WithOutgoingHeaderMatcher(outgoingHeader),
+		runtime.WithOutgoingTrailerMatcher(noTrailers),
+		runtime.WithForwardResponseOption(forwardHTTPCode),
+		runtime.WithErrorHandler(errorHandler),
+		runtime.WithRoutingErrorHandler(routingErrorHandler),
+		runtime.WithDisablePathLengthFallback(),
+		runtime.WithDisableHTTPMethodOverride(),
+	)
+	if err := gatewayv1.RegisterKubeAPIServiceHandlerClient(ctx, mux, client); err != nil {
+		return nil, fmt.Errorf("register KubeAPIService routes: %w", err)
+	}
+	return mux, nil
+}
+
+// Handler is the gateway's HTTP handler (authentication, the Kubernetes
+// REST routes), for serving it elsewhere or in tests.
+func (s *Service) Handler() http.Handler { return s.handler }
+
+// Addr is the bound HTTPS address ("" without a ListenAddr).
+func (s *Service) Addr() string {
+	if s.lis == nil {
+		return ""
+	}
+	return s.lis.Addr().String()
+}
+
+var errNoCache = errors.New("CRD cache not synced")
+
+// Ready reports readiness: the CRD cache has synced and the gateway is
+// not shutting down.
+func (s *Service) Ready() error {
+	if s.draining.Load() {
+		return errors.New("shutting down")
+	}
+	if !s.crds.Synced() {
+		return errNoCache
+	}
+	return nil
+}
+
+// Run serves HTTPS (HTTP/2 and HTTP/1.1) on the listener until ctx ends,
+// then shuts down gracefully: readiness fails, new connections stop, and
+// in-flight requests get ShutdownGrace to finish (watches are cut).
+func (s *Service) Run(ctx context.Context) error {
+	if s.lis == nil {
+		return errors.New("gateway: no listen address")
+	}
+	srv := &http.Server{
+		Handler:           s.handler,
+		TLSConfig:         s.tlsCfg,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(s.lis, "", "") }()
+	s.log.Info("serving the Kubernetes API", "addr", s.Addr())
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("gateway: serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	s.stopWatches()
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	s.log.Info("stopped serving")
+	return nil
+}
+
+// Close stops the CRD watch, the in-process server and the connections.
+func (s *Service) Close() error {
+	s.closeOnce.Do(func() {
+		s.draining.Store(true)
+		if s.lis != nil {
+			_ = s.lis.Close()
+		}
+		s.cancel()
+		stopped := make(chan struct{})
+		go func() { s.grpcSrv.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(s.cfg.ShutdownGrace):
+			s.grpcSrv.Stop()
+		}
+		<-s.done
+		s.closeConns()
+	})
+	return nil
+}
+
+func (s *Service) closeConns() {
+	if s.self != nil {
+		_ = s.self.Close()
+	}
+	for _, c := range s.conns {
+		_ = c.Close()
+	}
+}
+
+// serverTLS builds the serving TLS configuration: the configured
+// certificate, or a self-signed one for localhost.
+func serverTLS(cfg Config) (*tls.Config, error) {
+	var cert tls.Certificate
+	switch {
+	case cfg.TLSCert != nil:
+		cert = *cfg.TLSCert
+	case cfg.TLSCertFile != "" || cfg.TLSKeyFile != "":
+		c, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("load TLS certificate: %w", err)
+		}
+		cert = c
+	default:
+		pki, err := localpki.Generate([]string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback})
+		if err != nil {
+			return nil, fmt.Errorf("self-signed certificate: %w", err)
+		}
+		c, err := tls.X509KeyPair(pki.ServingCertPEM, pki.ServingKeyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("self-signed certificate: %w", err)
+		}
+		cert = c
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		MinVersion:   tls.VersionTLS12,
+		NextProtos:   []string{"h2", "http/1.1"},
+	}, nil
+}
+
+func randomSuffix() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

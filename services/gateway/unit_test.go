@@ -1,0 +1,360 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/api/httpbody"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/crdplane/crdplane/pkg/kstatus"
+)
+
+func TestMarshalerDecodesRawBody(t *testing.T) {
+	m := rawMarshaler{}
+	var body *httpbody.HttpBody
+	if err := m.NewDecoder(strings.NewReader(`{"a":1}`)).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if string(body.GetData()) != `{"a":1}` {
+		t.Fatalf("data %q", body.GetData())
+	}
+	if err := m.NewDecoder(strings.NewReader("x")).Decode(new(int)); err == nil {
+		t.Fatal("decoding into a non-HttpBody target should fail")
+	}
+}
+
+func TestMarshalerWritesHttpBodyRaw(t *testing.T) {
+	m := rawMarshaler{}
+	hb := &httpbody.HttpBody{ContentType: "text/plain", Data: []byte("ok")}
+	if got := m.ContentType(hb); got != "text/plain" {
+		t.Fatalf("content type %q", got)
+	}
+	if got := m.ContentType(&httpbody.HttpBody{}); got != "application/json" {
+		t.Fatalf("default content type %q", got)
+	}
+	b, err := m.Marshal(hb)
+	if err != nil || string(b) != "ok" {
+		t.Fatalf("marshal: %q %v", b, err)
+	}
+	if d := m.Delimiter(); len(d) != 0 {
+		t.Fatalf("delimiter %q", d)
+	}
+	// A stream error chunk (after a watch started) becomes an ERROR event.
+	ks := kstatus.ToGRPC(apierrors.NewResourceExpired("too old resource version: 1 (5)"))
+	st := status.Convert(ks)
+	b, err = m.Marshal(map[string]proto.Message{"error": st.Proto()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev struct {
+		Type   string        `json:"type"`
+		Object metav1.Status `json:"object"`
+	}
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	if ev.Type != "ERROR" || ev.Object.Code != 410 || ev.Object.Reason != metav1.StatusReasonExpired || !bytes.HasSuffix(b, []byte("\n")) {
+		t.Fatalf("error event: %s", b)
+	}
+	b, _ = m.Marshal(&spb.Status{Code: int32(codes.NotFound), Message: "nope"})
+	if !bytes.Contains(b, []byte(`"code":404`)) {
+		t.Fatalf("status: %s", b)
+	}
+}
+
+func TestErrorHandlerWritesStatus(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		code int
+		want string
+	}{
+		{"kube status over gRPC", kstatus.ToGRPC(apierrors.NewNotFound(schema.GroupResource{Group: "g", Resource: "rs"}, "x")), 404, `rs.g "x" not found`},
+		{"plain gRPC code", status.Error(codes.Unavailable, "storage down"), 503, "storage down"},
+		{"plain error", os.ErrClosed, 500, "file already closed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			errorHandler(t.Context(), nil, nil, w, httptest.NewRequest("GET", "/x", nil), tt.err)
+			if w.Code != tt.code || w.Header().Get("Content-Type") != "application/json" {
+				t.Fatalf("got %d %q", w.Code, w.Header().Get("Content-Type"))
+			}
+			var s metav1.Status
+			if err := json.Unmarshal(w.Body.Bytes(), &s); err != nil {
+				t.Fatal(err)
+			}
+			if s.Kind != "Status" || s.APIVersion != "v1" || int(s.Code) != tt.code || !strings.Contains(s.Message, tt.want) {
+				t.Fatalf("status %+v", s)
+			}
+		})
+	}
+	for code, reason := range map[int]metav1.StatusReason{404: metav1.StatusReasonNotFound, 405: metav1.StatusReasonMethodNotAllowed} {
+		w := httptest.NewRecorder()
+		routingErrorHandler(t.Context(), nil, nil, w, nil, code)
+		var s metav1.Status
+		_ = json.Unmarshal(w.Body.Bytes(), &s)
+		if w.Code != code || s.Reason != reason {
+			t.Fatalf("routing %d: %d %+v", code, w.Code, s)
+		}
+	}
+}
+
+func TestWatchRewrite(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"/apis/g/v1/widgets?watch=true", "/apis/g/v1/watch/widgets"},
+		{"/apis/g/v1/widgets?watch=1&resourceVersion=5", "/apis/g/v1/watch/widgets?resourceVersion=5"},
+		{"/apis/g/v1/widgets?watch=yes", "/apis/g/v1/watch/widgets"},
+		{"/apis/g/v1/namespaces/ns/widgets?watch=true", "/apis/g/v1/watch/namespaces/ns/widgets"},
+		{"/apis/g/v1/widgets/w1?watch=true", "/apis/g/v1/watch/widgets?fieldSelector=metadata.name%3Dw1"},
+		{"/apis/g/v1/namespaces/ns/widgets/w1?watch=true&fieldSelector=a%3Db", "/apis/g/v1/watch/namespaces/ns/widgets?fieldSelector=a%3Db%2Cmetadata.name%3Dw1"},
+		{"/apis/g/v1/widgets?watch=false", ""},
+		{"/apis/g/v1/widgets?watch=0", ""},
+		{"/apis/g/v1/widgets", ""},
+		{"/apis/g/v1?watch=true", ""},
+		{"/apis/g/v1/watch/widgets?watch=true", ""},
+		{"/api/v1/pods?watch=true", ""},
+	}
+	for _, tt := range tests {
+		u, _ := url.Parse(tt.in)
+		out, ok := watchRewrite(u)
+		got := ""
+		if ok {
+			got = out.RequestURI()
+		}
+		if got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestAuth(t *testing.T) {
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			t.Error("credentials leaked past the edge")
+		}
+		w.WriteHeader(http.StatusTeapot)
+	})
+	e := &edge{tokens: newTokenSet([]string{"good", " other "}), maxBody: 10, next: next}
+	tests := []struct {
+		path, auth string
+		code       int
+	}{
+		{"/apis", "", 401},
+		{"/apis", "Bearer bad", 401},
+		{"/apis", "Basic good", 401},
+		{"/apis", "Bearer good", 418},
+		{"/apis", "bearer other", 418},
+		{"/version", "", 418},
+		{"/healthz", "", 418},
+		{"/livez", "", 418},
+		{"/readyz", "", 418},
+		{"/readyz/x", "", 401},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest("GET", tt.path, nil)
+		if tt.auth != "" {
+			r.Header.Set("Authorization", tt.auth)
+		}
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, r)
+		if w.Code != tt.code {
+			t.Errorf("%s %q: %d, want %d", tt.path, tt.auth, w.Code, tt.code)
+		}
+		if tt.code == 401 && w.Body.String() != `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`+"\n" {
+			t.Errorf("401 body: %s", w.Body)
+		}
+	}
+	// Bodies over the limit are 413.
+	r := httptest.NewRequest("POST", "/apis/g/v/x", strings.NewReader(strings.Repeat("x", 11)))
+	r.Header.Set("Authorization", "Bearer good")
+	w := httptest.NewRecorder()
+	e.ServeHTTP(w, r)
+	if w.Code != 413 || !strings.Contains(w.Body.String(), "Request entity too large: limit is 10") {
+		t.Errorf("413: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestReadTokenFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tokens.csv")
+	if err := os.WriteFile(p, []byte("# comment\n\ntok1,admin,1,\"system:masters\"\ntok2,user,2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readTokenFile(p)
+	if err != nil || strings.Join(got, " ") != "tok1 tok2" {
+		t.Fatalf("%v %v", got, err)
+	}
+}
+
+func TestRenderList(t *testing.T) {
+	rem := int64(3)
+	tests := []struct {
+		name string
+		page listPage
+		want string
+	}{
+		{"empty", listPage{resourceVersion: 7},
+			`{"apiVersion":"g/v1","items":[],"kind":"WidgetList","metadata":{"continue":"","resourceVersion":"7"}}`},
+		{"page", listPage{items: [][]byte{[]byte(`{"a":1}`), []byte(" {\"b\":2}\n")}, resourceVersion: 9, continueToken: "tok", remaining: &rem},
+			`{"apiVersion":"g/v1","items":[{"a":1},{"b":2}],"kind":"WidgetList","metadata":{"continue":"tok","remainingItemCount":3,"resourceVersion":"9"}}`},
+	}
+	for _, tt := range tests {
+		if got := string(renderList("g/v1", "WidgetList", tt.page)); got != tt.want {
+			t.Errorf("%s:\n got %s\nwant %s", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestWatchFrames(t *testing.T) {
+	if got := string(watchFrame("ADDED", []byte(`{"kind":"W"}`))); got != `{"type":"ADDED","object":{"kind":"W"}}`+"\n" {
+		t.Errorf("frame %q", got)
+	}
+	if got := string(bookmarkObject("g/v1", "W", 12, false)); got != `{"apiVersion":"g/v1","kind":"W","metadata":{"resourceVersion":"12"}}` {
+		t.Errorf("bookmark %s", got)
+	}
+	if got := string(bookmarkObject("g/v1", "W", 12, true)); !strings.Contains(got, `"annotations":{"k8s.io/initial-events-end":"true"}`) {
+		t.Errorf("initial-events-end bookmark %s", got)
+	}
+}
+
+func TestNewInvalidMatchesUpstream(t *testing.T) {
+	gk := schema.GroupKind{Group: "stable.example.com", Kind: "CronTab"}
+	tests := []struct {
+		name string
+		errs field.ErrorList
+	}{
+		{"one", field.ErrorList{field.Invalid(field.NewPath("spec", "replicas"), int64(15), "should be less than or equal to 10")}},
+		{"two", field.ErrorList{
+			field.Invalid(field.NewPath("spec", "cronSpec"), "x", "must match"),
+			field.Required(field.NewPath("spec", "image"), ""),
+		}},
+		{"duplicate messages", field.ErrorList{
+			field.Invalid(field.NewPath("spec", "a"), "x", "bad"),
+			field.Invalid(field.NewPath("spec", "a"), "x", "bad"),
+			field.Forbidden(field.NewPath("spec", "b"), "no"),
+		}},
+		{"none", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := apierrors.NewInvalid(gk, "x", tt.errs).ErrStatus
+			got := newInvalid(gk, "x", causesFromFieldErrors(tt.errs)).ErrStatus
+			if got.Message != want.Message || got.Code != want.Code || got.Reason != want.Reason {
+				t.Fatalf("got %d %s %q\nwant %d %s %q", got.Code, got.Reason, got.Message, want.Code, want.Reason, want.Message)
+			}
+			if len(tt.errs) > 0 && len(got.Details.Causes) == 0 {
+				t.Fatalf("no causes")
+			}
+		})
+	}
+}
+
+func testResource() *resource {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	crd.Name = "crontabs.stable.example.com"
+	crd.Spec.Group = "stable.example.com"
+	crd.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Plural: "crontabs", Kind: "CronTab"}
+	crd.Spec.Scope = apiextensionsv1.NamespaceScoped
+	crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{
+		{Name: "v1", Served: true, Storage: true},
+		{Name: "v1beta1", Served: true},
+	}
+	r, err := newResource(crd, "v1")
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+func TestDecodeCustomResourceMessages(t *testing.T) {
+	r := testResource()
+	tests := []struct {
+		name, body, want string
+	}{
+		{"ok", `{"apiVersion":"stable.example.com/v1","kind":"CronTab"}`, ""},
+		{"not json", `[1]`, `the object provided is unrecognized (must be of type CronTab): couldn't get version/kind; json parse error: `},
+		{"missing kind", `{"apiVersion":"stable.example.com/v1"}`, `CronTab in version "v1" cannot be handled as a CronTab: Object 'Kind' is missing in '{"apiVersion":"stable.example.com/v1"}'`},
+		{"missing apiVersion", `{"kind":"CronTab"}`, `CronTab in version "" cannot be handled as a CronTab: /, Kind=CronTab is unstructured and is not suitable for converting to "stable.example.com/v1"`},
+		{"other group", `{"apiVersion":"other.example.com/v1","kind":"CronTab"}`, `CronTab in version "v1" cannot be handled as a CronTab: other.example.com/v1, Kind=CronTab is unstructured and is not suitable for converting to "stable.example.com/v1"`},
+		{"unknown version", `{"apiVersion":"stable.example.com/v9","kind":"CronTab"}`, `CronTab in version "v9" cannot be handled as a CronTab: request to convert CR from an invalid group/version: stable.example.com/v9`},
+		{"other version", `{"apiVersion":"stable.example.com/v1beta1","kind":"CronTab"}`, `the API version in the data (stable.example.com/v1beta1) does not match the expected API version (stable.example.com/v1)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := decodeCustomResource(r, []byte(tt.body))
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !apierrors.IsBadRequest(err) || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("got %v\nwant %s", err, tt.want)
+			}
+		})
+	}
+	obj, _ := decodeObject([]byte(`{"apiVersion":"stable.example.com/v1","kind":"Other"}`))
+	err := checkKind(r, obj, "x")
+	if want := `CronTab.stable.example.com "x" is invalid: kind: Invalid value: "Other": must be CronTab`; err == nil || err.Error() != want {
+		t.Fatalf("kind mismatch: %v", err)
+	}
+}
+
+func TestNegotiateOutput(t *testing.T) {
+	tests := []struct {
+		accept string
+		yaml   bool
+	}{
+		{"", false},
+		{"application/json", false},
+		{"application/yaml", true},
+		{"application/json;as=Table;v=v1;g=meta.k8s.io,application/json", false},
+		{"application/json;as=Table;v=v1;g=meta.k8s.io,application/yaml", true},
+		{"application/vnd.kubernetes.protobuf", false},
+		{"*/*", false},
+	}
+	for _, tt := range tests {
+		if got := negotiateOutput(tt.accept, false).yaml; got != tt.yaml {
+			t.Errorf("%q: yaml=%v", tt.accept, got)
+		}
+	}
+	body, ct := outputFormat{pretty: true}.encode([]byte(`{"a":{"b":1}}`))
+	if ct != "application/json" || string(body) != "{\n  \"a\": {\n    \"b\": 1\n  }\n}\n" {
+		t.Errorf("pretty: %q", body)
+	}
+	body, ct = outputFormat{yaml: true}.encode([]byte(`{"a":1}`))
+	if ct != "application/yaml" || string(body) != "a: 1\n" {
+		t.Errorf("yaml: %q %s", body, ct)
+	}
+}
+
+func TestDeprecationWarning(t *testing.T) {
+	spec := apiextensionsv1.CustomResourceDefinitionSpec{
+		Group: "g", Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: "W"},
+		Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
+			{Name: "v1alpha1", Served: true, Deprecated: true}, {Name: "v1beta1", Served: true}, {Name: "v1", Served: true}, {Name: "v2", Served: false},
+		},
+	}
+	if got, want := deprecationWarning("v1alpha1", spec), "g/v1alpha1 W is deprecated; use g/v1 W"; got != want {
+		t.Fatalf("got %q want %q", got, want)
+	}
+	if got := warningHeader(`say "hi"`); got != `299 - "say \"hi\""` {
+		t.Fatalf("warning header %q", got)
+	}
+}

@@ -1,0 +1,167 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+)
+
+type watchEvent struct {
+	Type   string         `json:"type"`
+	Object map[string]any `json:"object"`
+}
+
+// openWatch starts a watch and returns a function reading its next event.
+func (g *testGateway) openWatch(path string) (*http.Response, func() (watchEvent, bool)) {
+	g.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	g.t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", g.srv.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := g.srv.Client().Do(req)
+	if err != nil {
+		g.t.Fatalf("watch %s: %v", path, err)
+	}
+	g.t.Cleanup(func() { resp.Body.Close() })
+	dec := json.NewDecoder(resp.Body)
+	events := make(chan watchEvent)
+	go func() {
+		defer close(events)
+		for {
+			var ev watchEvent
+			if err := dec.Decode(&ev); err != nil {
+				return
+			}
+			select {
+			case events <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return resp, func() (watchEvent, bool) {
+		select {
+		case ev, ok := <-events:
+			return ev, ok
+		case <-time.After(5 * time.Second):
+			g.t.Fatalf("watch %s: no event within 5s", path)
+			return watchEvent{}, false
+		}
+	}
+}
+
+func (g *testGateway) nextEvent(next func() (watchEvent, bool), typ, name string) watchEvent {
+	g.t.Helper()
+	ev, ok := next()
+	if !ok {
+		g.t.Fatalf("watch ended, want %s %s", typ, name)
+	}
+	if ev.Type != typ || (name != "" && str(meta(ev.Object)["name"]) != name) {
+		g.t.Fatalf("got %s %v, want %s %s", ev.Type, meta(ev.Object)["name"], typ, name)
+	}
+	return ev
+}
+
+func TestWatchCustomResources(t *testing.T) {
+	g := newTestGateway(t)
+	g.createCronTabCRD()
+	a := g.expect(http.StatusCreated, "POST", crontabs, cronTab("a", map[string]any{"color": "red"}))
+
+	// resourceVersion "": the current state as ADDED, then changes.
+	resp, next := g.openWatch(crontabs + "?watch=true")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("watch response: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	g.nextEvent(next, "ADDED", "a")
+
+	// resourceVersion N: only what follows N.
+	_, nextN := g.openWatch(crontabs + "?watch=1&resourceVersion=" + str(meta(a)["resourceVersion"]))
+	// Label-selected watch: objects entering and leaving the selection.
+	_, nextSel := g.openWatch("/apis/stable.example.com/v1/watch/namespaces/default/crontabs?labelSelector=app%3Dx")
+
+	g.expect(http.StatusCreated, "POST", crontabs, cronTab("b", map[string]any{}))
+	g.nextEvent(next, "ADDED", "b")
+	g.nextEvent(nextN, "ADDED", "b")
+
+	g.expect(http.StatusOK, "PATCH", crontabs+"/a", `{"metadata":{"labels":{"app":"x"}}}`, "Content-Type", "application/merge-patch+json")
+	ev := g.nextEvent(next, "MODIFIED", "a")
+	if ev.Object["apiVersion"] != "stable.example.com/v1" || ev.Object["kind"] != "CronTab" {
+		t.Fatalf("event object type: %v", ev.Object)
+	}
+	g.nextEvent(nextN, "MODIFIED", "a")
+	g.nextEvent(nextSel, "MODIFIED", "a")
+
+	g.expect(http.StatusOK, "DELETE", crontabs+"/b", nil)
+	g.nextEvent(next, "DELETED", "b")
+}
+
+func TestWatchHeadersFlushBeforeEvents(t *testing.T) {
+	g := newTestGateway(t)
+	g.createCronTabCRD()
+	// Nothing exists and nothing happens: the 200 must still arrive.
+	done := make(chan *http.Response, 1)
+	go func() {
+		resp, _ := g.openWatch(crontabs + "?watch=true&resourceVersion=1")
+		done <- resp
+	}()
+	select {
+	case resp := <-done:
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("watch headers not flushed")
+	}
+}
+
+func TestWatchListBookmarkAndTimeout(t *testing.T) {
+	g := newTestGateway(t)
+	g.createCronTabCRD()
+	g.expect(http.StatusCreated, "POST", crontabs, cronTab("a", map[string]any{}))
+
+	_, next := g.openWatch(crontabs + "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1")
+	g.nextEvent(next, "ADDED", "a")
+	bm := g.nextEvent(next, "BOOKMARK", "")
+	md := meta(bm.Object)
+	if bm.Object["apiVersion"] != "stable.example.com/v1" || bm.Object["kind"] != "CronTab" || str(md["resourceVersion"]) == "" {
+		t.Fatalf("bookmark: %v", bm.Object)
+	}
+	if ann, _ := md["annotations"].(map[string]any); ann["k8s.io/initial-events-end"] != "true" {
+		t.Fatalf("bookmark annotations: %v", md)
+	}
+	// timeoutSeconds=1 ends the stream cleanly.
+	if ev, ok := next(); ok {
+		t.Fatalf("want the stream to end, got %v", ev)
+	}
+
+	// sendInitialEvents without resourceVersionMatch is 422 (before the stream starts).
+	s := g.expect(http.StatusUnprocessableEntity, "GET", crontabs+"?watch=true&sendInitialEvents=true", nil)
+	if s["reason"] != "Invalid" {
+		t.Fatalf("%v", s)
+	}
+	// A field selector on a field that cannot be selected is 400.
+	s = g.expect(http.StatusBadRequest, "GET", crontabs+"?watch=true&fieldSelector=spec.size%3D1", nil)
+	if s["message"] != "field label not supported: spec.size" {
+		t.Fatalf("%v", s)
+	}
+}
+
+func TestWatchTooOldIsErrorEvent(t *testing.T) {
+	g := newTestGateway(t)
+	g.createCronTabCRD()
+	for i := 0; i < 3; i++ {
+		g.fakes.storage.kv.mu.Lock()
+		g.fakes.storage.kv.rev += 100
+		g.fakes.storage.kv.mu.Unlock()
+	}
+	resp, next := g.openWatch(crontabs + "?watch=true&resourceVersion=2")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	ev := g.nextEvent(next, "ERROR", "")
+	if ev.Object["kind"] != "Status" || ev.Object["code"] != float64(410) || ev.Object["reason"] != "Expired" {
+		t.Fatalf("error event: %v", ev.Object)
+	}
+}

@@ -1,0 +1,397 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+
+	"google.golang.org/genproto/googleapis/api/httpbody"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/crdplane/crdplane/pkg/objmeta"
+	"github.com/crdplane/crdplane/pkg/patch"
+	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
+	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
+	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+)
+
+// maxPatchRetries bounds the re-reads of a patch that lost a race with
+// another writer (when the patch does not pin a resourceVersion).
+const maxPatchRetries = 8
+
+func isDryRun(dryRun []string) bool { return len(dryRun) > 0 }
+
+// Create serves POST on a collection.
+func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*httpbody.HttpBody, error) {
+	rm := requestMetaFrom(ctx)
+	out := negotiateOutput(rm.accept, req.GetPretty())
+	opts := &metav1.CreateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
+	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
+		return reply(nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
+	}
+	body, err := requestBodyJSON(rm.contentType, req.GetBody().GetData())
+	if err != nil {
+		return reply(nil, err)
+	}
+	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
+		return reply(a.crdCreate(ctx, req, opts, body, out))
+	}
+	return reply(a.crCreate(ctx, req, opts, body, out))
+}
+
+func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body []byte, out outputFormat) (*httpbody.HttpBody, error) {
+	ns := req.GetNamespace()
+	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
+	if err != nil {
+		return nil, err
+	}
+	addWarnings(ctx, r.warnings...)
+	obj, err := decodeCustomResource(r, body)
+	if err != nil {
+		return nil, err
+	}
+	if err := objmeta.CheckNameAndNamespace(obj, ns, "", r.namespaced); err != nil {
+		return nil, err
+	}
+	rvSet := objmeta.String(obj, "resourceVersion") != ""
+	objmeta.PrepareCreate(obj, a.now(), r.hasStatus)
+	name := objmeta.String(obj, "name")
+	if err := checkKind(r, obj, name); err != nil {
+		return nil, err
+	}
+	metaErrs, err := validateMetaCreate(r, obj)
+	if err != nil {
+		return nil, err
+	}
+	admitted, err := a.admit(ctx, r, admission{
+		op: validatorv1.Operation_OPERATION_CREATE, obj: obj, name: name, metaErrs: metaErrs, fieldValidation: opts.FieldValidation,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if r.terminating {
+		// Upstream's admission for a terminating CRD, after validation.
+		return nil, apierrors.NewForbidden(r.groupResource(), name, errors.New("create not allowed while custom resource definition is terminating"))
+	}
+	stored, err := a.convertOne(ctx, r, r.storageAPIVersion(), admitted)
+	if err != nil {
+		return nil, err
+	}
+	key := r.objectKey(ns, name)
+	var result []byte
+	if isDryRun(opts.DryRun) {
+		if _, err := a.storage.Get(ctx, &storagev1.GetRequest{Key: key}); err == nil {
+			return nil, apierrors.NewAlreadyExists(r.groupResource(), name)
+		} else if !apierrors.IsNotFound(storageErr(err, r.groupResource(), name)) {
+			return nil, err
+		}
+		result = stored
+	} else {
+		if rvSet {
+			// kube-apiserver's storage refuses this with a plain (500) error.
+			return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+				Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
+				Message: "resourceVersion should not be set on objects to be created",
+			}}
+		}
+		resp, err := a.storage.Create(ctx, &storagev1.CreateRequest{Key: key, Object: stored})
+		if err != nil {
+			return nil, storageErr(err, r.groupResource(), name)
+		}
+		result = resp.GetObject()
+	}
+	if result, err = a.convertOne(ctx, r, r.apiVersion(), result); err != nil {
+		return nil, err
+	}
+	setHTTPCode(ctx, http.StatusCreated)
+	return out.body(result), nil
+}
+
+// Update serves PUT on an object or its status.
+func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*httpbody.HttpBody, error) {
+	rm := requestMetaFrom(ctx)
+	out := negotiateOutput(rm.accept, req.GetPretty())
+	opts := &metav1.UpdateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
+	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
+		return reply(nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
+	}
+	body, err := requestBodyJSON(rm.contentType, req.GetBody().GetData())
+	if err != nil {
+		return reply(nil, err)
+	}
+	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
+		return reply(a.crdUpdate(ctx, req, opts, body, out))
+	}
+	return reply(a.crUpdate(ctx, req, opts, body, out))
+}
+
+func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body []byte, out outputFormat) (*httpbody.HttpBody, error) {
+	ns, name, sub := req.GetNamespace(), req.GetName(), req.GetSubresource()
+	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSubresource(r, sub, name); err != nil {
+		return nil, err
+	}
+	addWarnings(ctx, r.warnings...)
+	obj, err := decodeCustomResource(r, body)
+	if err != nil {
+		return nil, err
+	}
+	if err := objmeta.CheckNameAndNamespace(obj, ns, name, r.namespaced); err != nil {
+		return nil, err
+	}
+	wantRV, err := resourceVersion(obj)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := a.readCurrent(ctx, r, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	if wantRV == 0 {
+		// Custom resources take no unconditional update (upstream's
+		// AllowUnconditionalUpdate is false for them).
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: r.group, Kind: r.plural}, name, field.ErrorList{
+			field.Invalid(field.NewPath("metadata", "resourceVersion"), uint64(0), "must be specified for an update"),
+		})
+	}
+	if wantRV != cur.rv {
+		return nil, apierrors.NewConflict(r.groupResource(), name, errors.New(optimisticLockMsg))
+	}
+	result, err := a.applyUpdate(ctx, r, cur, obj, updateParams{
+		name: name, subresource: sub, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
+	})
+	if errors.Is(err, errStale) {
+		return nil, apierrors.NewConflict(r.groupResource(), name, errors.New(optimisticLockMsg))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out.body(result), nil
+}
+
+// current is the stored state of one object.
+type current struct {
+	key    string
+	rv     int64
+	stored []byte // at the storage version
+	obj    object // at the request version
+}
+
+// readCurrent reads an object and converts it to the request version.
+func (a *kubeAPI) readCurrent(ctx context.Context, r *resource, ns, name string) (*current, error) {
+	key := r.objectKey(ns, name)
+	resp, err := a.storage.Get(ctx, &storagev1.GetRequest{Key: key})
+	if err != nil {
+		return nil, storageErr(err, r.groupResource(), name)
+	}
+	reqv, err := a.convertOne(ctx, r, r.apiVersion(), resp.GetObject())
+	if err != nil {
+		return nil, err
+	}
+	obj, err := decodeObject(reqv)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("stored object %s: %w", key, err))
+	}
+	rv := resp.GetResourceVersion()
+	if rv == 0 {
+		if rv, err = resourceVersion(obj); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+	}
+	return &current{key: key, rv: rv, stored: resp.GetObject(), obj: obj}, nil
+}
+
+type updateParams struct {
+	name            string
+	subresource     string
+	dryRun          bool
+	fieldValidation string
+}
+
+// errStale reports that the stored object moved on between read and write.
+var errStale = errors.New("stale")
+
+// applyUpdate runs the update pipeline on obj (at the request version,
+// resourceVersion already checked against cur): metadata rules, admission
+// against the old object, conversion to the storage version, and a
+// compare-and-swap write at cur's revision. An update that empties the
+// finalizers of an object being deleted deletes it. It returns the result
+// at the request version, or errStale when the CAS lost.
+func (a *kubeAPI) applyUpdate(ctx context.Context, r *resource, cur *current, obj object, p updateParams) ([]byte, error) {
+	old := cur.obj
+	if err := checkKind(r, obj, p.name); err != nil {
+		return nil, err
+	}
+	obj = objmeta.PrepareUpdate(obj, deepCopyObject(old), r.hasStatus, p.subresource)
+	metaErrs, err := validateMetaUpdate(r, obj, old)
+	if err != nil {
+		return nil, err
+	}
+	admitted, err := a.admit(ctx, r, admission{
+		op: validatorv1.Operation_OPERATION_UPDATE, obj: obj, old: old, subresource: p.subresource,
+		name: p.name, metaErrs: metaErrs, fieldValidation: p.fieldValidation,
+	})
+	if err != nil {
+		return nil, err
+	}
+	stored, err := a.convertOne(ctx, r, r.storageAPIVersion(), admitted)
+	if err != nil {
+		return nil, err
+	}
+	newObj, err := decodeObject(stored)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	oldStored, err := decodeObject(cur.stored)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	// Nothing changed: no write, no new revision (as etcd3's GuaranteedUpdate).
+	if sameObject(newObj, oldStored) {
+		return a.convertOne(ctx, r, r.apiVersion(), cur.stored)
+	}
+	if _, deleting := objmeta.DeletionTimestamp(oldStored); deleting && len(finalizers(newObj)) == 0 {
+		if !p.dryRun {
+			_, err := a.storage.Delete(ctx, &storagev1.DeleteRequest{Key: cur.key, PreconditionResourceVersion: cur.rv})
+			if err != nil {
+				err = storageErr(err, r.groupResource(), p.name)
+				if apierrors.IsConflict(err) {
+					return nil, errStale
+				}
+				if !apierrors.IsNotFound(err) {
+					return nil, err
+				}
+			}
+		}
+		return a.convertOne(ctx, r, r.apiVersion(), stored)
+	}
+	if p.dryRun {
+		objmeta.SetResourceVersion(newObj, fmt.Sprint(cur.rv))
+		b, err := encodeObject(newObj)
+		if err != nil {
+			return nil, err
+		}
+		return a.convertOne(ctx, r, r.apiVersion(), b)
+	}
+	resp, err := a.storage.Update(ctx, &storagev1.UpdateRequest{Key: cur.key, Object: stored, ExpectedResourceVersion: cur.rv})
+	if err != nil {
+		err = storageErr(err, r.groupResource(), p.name)
+		if apierrors.IsConflict(err) {
+			return nil, errStale
+		}
+		return nil, err
+	}
+	return a.convertOne(ctx, r, r.apiVersion(), resp.GetObject())
+}
+
+// sameObject compares two stored objects ignoring resourceVersion.
+func sameObject(a, b object) bool {
+	strip := func(o object) object {
+		c := deepCopyObject(o)
+		delete(objmeta.Meta(c), "resourceVersion")
+		return c
+	}
+	return reflect.DeepEqual(strip(a), strip(b))
+}
+
+func finalizers(obj object) []any {
+	m, _ := obj["metadata"].(map[string]any)
+	f, _ := m["finalizers"].([]any)
+	return f
+}
+
+// Patch serves PATCH on an object or its status: JSON merge patch and JSON
+// patch; strategic merge and apply patches are 415 for custom resources.
+func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpbody.HttpBody, error) {
+	rm := requestMetaFrom(ctx)
+	out := negotiateOutput(rm.accept, req.GetPretty())
+	pt := patch.Type(rm.contentType)
+	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
+	if !crds && !patch.Supported(pt) {
+		return reply(nil, patch.UnsupportedError(pt))
+	}
+	opts := &metav1.PatchOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
+	if req.GetForce() {
+		force := true
+		opts.Force = &force
+	}
+	if errs := metav1validation.ValidatePatchOptions(opts, types.PatchType(pt)); len(errs) > 0 {
+		return reply(nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
+	}
+	if crds {
+		return reply(a.crdPatch(ctx, req, opts, pt, out))
+	}
+	return reply(a.crPatch(ctx, req, opts, pt, out))
+}
+
+func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions, pt string, out outputFormat) (*httpbody.HttpBody, error) {
+	ns, name, sub := req.GetNamespace(), req.GetName(), req.GetSubresource()
+	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSubresource(r, sub, name); err != nil {
+		return nil, err
+	}
+	addWarnings(ctx, r.warnings...)
+	for attempt := 0; ; attempt++ {
+		cur, err := a.readCurrent(ctx, r, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		orig, err := encodeObject(cur.obj)
+		if err != nil {
+			return nil, err
+		}
+		patched, err := patch.Apply(orig, pt, req.GetBody().GetData())
+		if err != nil {
+			return nil, err
+		}
+		obj, err := decodeObject(patched)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the patched object is not a JSON object: %v", err))
+		}
+		if err := objmeta.CheckNameAndNamespace(obj, ns, name, r.namespaced); err != nil {
+			return nil, err
+		}
+		rv, err := resourceVersion(obj)
+		if err != nil {
+			return nil, err
+		}
+		// A patch that sets a resourceVersion is a precondition.
+		pinned := rv != 0 && rv != cur.rv
+		if pinned {
+			return nil, apierrors.NewConflict(r.groupResource(), name, errors.New(optimisticLockMsg))
+		}
+		patchPinsRV := patchMentionsResourceVersion(req.GetBody().GetData())
+		result, err := a.applyUpdate(ctx, r, cur, obj, updateParams{
+			name: name, subresource: sub, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
+		})
+		if errors.Is(err, errStale) {
+			if patchPinsRV || attempt >= maxPatchRetries {
+				return nil, apierrors.NewConflict(r.groupResource(), name, errors.New(optimisticLockMsg))
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return out.body(result), nil
+	}
+}
+
+// patchMentionsResourceVersion reports whether a patch body names a
+// resourceVersion (then a lost race is a conflict, not a retry).
+func patchMentionsResourceVersion(p []byte) bool {
+	return bytesContains(p, `"resourceVersion"`)
+}

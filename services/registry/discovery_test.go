@@ -1,0 +1,192 @@
+package registry
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/crdplane/crdplane/pkg/grpcx"
+	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
+)
+
+func TestStorageVersionHash(t *testing.T) {
+	if got := storageVersionHash("stable.example.com", "v1", "CronTab"); got != "EdX2FP+L0js=" {
+		t.Errorf("hash = %s", got)
+	}
+}
+
+func TestVersionPriority(t *testing.T) {
+	crd := &CRD{Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "x.example.com", Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "ys", Kind: "Y"}}}
+	// the example of the versioning page, shuffled
+	for _, v := range []string{"foo10", "v11alpha2", "v2", "v10beta3", "v1", "v12alpha1", "foo1", "v3beta1", "v10", "v11beta2"} {
+		crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: v, Served: true, Storage: v == "v1"})
+	}
+	setCondition(crd, condition{Type: condEstablished, Status: apiextensionsv1.ConditionTrue})
+	g := buildDiscovery([]*CRD{crd}).groups["x.example.com"].apiGroup(true)
+	var got []string
+	for _, v := range g.Versions {
+		got = append(got, v.Version)
+	}
+	want := "v10 v2 v1 v11beta2 v10beta3 v3beta1 v12alpha1 v11alpha2 foo1 foo10"
+	if strings.Join(got, " ") != want {
+		t.Errorf("order = %v\nwant    %s", got, want)
+	}
+	if g.PreferredVersion.Version != "v10" {
+		t.Errorf("preferred = %v", g.PreferredVersion)
+	}
+}
+
+func discover(t *testing.T, group, version, accept string) (string, []byte, error) {
+	t.Helper()
+	resp, err := testRegistry.GetDiscovery(testCtx(t), &registryv1.GetDiscoveryRequest{Group: group, Version: version, Accept: accept})
+	if err != nil {
+		return "", nil, err
+	}
+	return resp.GetContentType(), resp.GetBody(), nil
+}
+
+func TestDiscovery(t *testing.T) {
+	group := newGroup(t)
+	schema := map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+	createT(t, crdJSON(group, "widgets", "Widget", func(o map[string]any) {
+		spec(o)["names"].(map[string]any)["shortNames"] = []any{"wd"}
+		spec(o)["names"].(map[string]any)["categories"] = []any{"all"}
+		spec(o)["versions"] = []any{
+			map[string]any{"name": "v1beta1", "served": true, "storage": false, "schema": schema},
+			map[string]any{"name": "v1", "served": true, "storage": true, "schema": schema, "subresources": map[string]any{
+				"status": map[string]any{}, "scale": map[string]any{"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"},
+			}},
+			map[string]any{"name": "v2alpha1", "served": true, "storage": false, "schema": schema},
+			map[string]any{"name": "v3", "served": false, "storage": false, "schema": schema},
+		}
+	}))
+	// a group whose only CRD serves no version is not listed
+	other := newGroup(t)
+	createT(t, crdJSON(other, "hiddens", "Hidden", func(o map[string]any) {
+		spec(o)["versions"].([]any)[0].(map[string]any)["served"] = false
+	}))
+	waitEstablished(t, "widgets."+group)
+
+	// discovery follows the informer, a moment behind the storage
+	var body []byte
+	eventually(t, 5*time.Second, "group in /apis", func() bool {
+		_, b, err := discover(t, "", "", "application/json")
+		body = b
+		return err == nil && strings.Contains(string(b), `"name":"`+group+`"`)
+	})
+	var list metav1.APIGroupList
+	if err := json.Unmarshal(body, &list); err != nil {
+		t.Fatal(err)
+	}
+	if list.Kind != "APIGroupList" || list.APIVersion != "v1" || list.Groups[0].Name != "apiextensions.k8s.io" {
+		t.Errorf("/apis starts with %+v", list.Groups[0])
+	}
+	wantGroup := fmt.Sprintf(`{"name":"%[1]s","versions":[{"groupVersion":"%[1]s/v1","version":"v1"},{"groupVersion":"%[1]s/v1beta1","version":"v1beta1"},{"groupVersion":"%[1]s/v2alpha1","version":"v2alpha1"}],"preferredVersion":{"groupVersion":"%[1]s/v1","version":"v1"}}`, group)
+	if !strings.Contains(string(body), wantGroup) {
+		t.Errorf("/apis = %s\nwant it to contain %s", body, wantGroup)
+	}
+
+	ct, body, err := discover(t, group, "", "")
+	if err != nil || ct != "application/json" {
+		t.Fatal(err, ct)
+	}
+	if want := `{"kind":"APIGroup","apiVersion":"v1",` + wantGroup[1:]; string(body) != want {
+		t.Errorf("/apis/%s =\n%s\nwant\n%s", group, body, want)
+	}
+
+	_, body, err = discover(t, group, "v1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := storageVersionHash(group, "v1", "Widget")
+	want := fmt.Sprintf(`{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"%s/v1","resources":[`+
+		`{"name":"widgets","singularName":"widget","namespaced":true,"kind":"Widget","verbs":["delete","deletecollection","get","list","patch","create","update","watch"],"shortNames":["wd"],"categories":["all"],"storageVersionHash":"%s"},`+
+		`{"name":"widgets/status","singularName":"","namespaced":true,"kind":"Widget","verbs":["get","patch","update"]},`+
+		`{"name":"widgets/scale","singularName":"","namespaced":true,"group":"autoscaling","version":"v1","kind":"Scale","verbs":["get","patch","update"]}]}`, group, hash)
+	if string(body) != want {
+		t.Errorf("/apis/%s/v1 =\n%s\nwant\n%s", group, body, want)
+	}
+	_, body, _ = discover(t, group, "v1beta1", "")
+	if strings.Contains(string(body), "/status") {
+		t.Errorf("v1beta1 has no subresources: %s", body)
+	}
+
+	_, body, err = discover(t, "apiextensions.k8s.io", "v1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"apiextensions.k8s.io/v1","resources":[` +
+		`{"name":"customresourcedefinitions","singularName":"customresourcedefinition","namespaced":false,"kind":"CustomResourceDefinition","verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["crd","crds"],"categories":["api-extensions"],"storageVersionHash":"jfWCUB31mvA="},` +
+		`{"name":"customresourcedefinitions/status","singularName":"","namespaced":false,"kind":"CustomResourceDefinition","verbs":["get","patch","update"]}]}`
+	if string(body) != want {
+		t.Errorf("/apis/apiextensions.k8s.io/v1 =\n%s\nwant\n%s", body, want)
+	}
+
+	for _, tt := range [][2]string{{group, "v3"}, {group, "v9"}, {"nothing.example.com", ""}, {other, ""}} {
+		_, _, err := discover(t, tt[0], tt[1], "")
+		if s := status(err); s.Code != http.StatusNotFound || s.Reason != metav1.StatusReasonNotFound || s.Message != "the server could not find the requested resource" {
+			t.Errorf("/apis/%s/%s: %+v", tt[0], tt[1], s)
+		}
+	}
+}
+
+func TestAggregatedDiscovery(t *testing.T) {
+	group := newGroup(t)
+	createT(t, crdJSON(group, "cogs", "Cog"))
+	waitEstablished(t, "cogs."+group)
+	accept := "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
+	var ct string
+	var body []byte
+	eventually(t, 5*time.Second, "group in aggregated discovery", func() bool {
+		var err error
+		ct, body, err = discover(t, "", "", accept)
+		return err == nil && strings.Contains(string(body), `"name":"`+group+`"`)
+	})
+	if ct != "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList" {
+		t.Errorf("content type %q", ct)
+	}
+	if !strings.HasPrefix(string(body), `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[{"metadata":{"name":"apiextensions.k8s.io"},"versions":[{"version":"v1","resources":[{"resource":"customresourcedefinitions","responseKind":{"group":"","version":"","kind":"CustomResourceDefinition"},"scope":"Cluster","singularResource":"customresourcedefinition","verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["crd","crds"],"categories":["api-extensions"],"subresources":[{"subresource":"status","responseKind":{"group":"","version":"","kind":"CustomResourceDefinition"},"verbs":["get","patch","update"]}]}],"freshness":"Current"}]}`) {
+		t.Errorf("aggregated = %s", body)
+	}
+	want := fmt.Sprintf(`{"metadata":{"name":"%[1]s"},"versions":[{"version":"v1","resources":[{"resource":"cogs","responseKind":{"group":"%[1]s","version":"v1","kind":"Cog"},"scope":"Namespaced","singularResource":"cog","verbs":["delete","deletecollection","get","list","patch","create","update","watch"],"subresources":[{"subresource":"status","responseKind":{"group":"%[1]s","version":"v1","kind":"Cog"},"verbs":["get","patch","update"]}]}],"freshness":"Current"}]}`, group)
+	if !strings.Contains(string(body), want) {
+		t.Errorf("aggregated = %s\nwant it to contain %s", body, want)
+	}
+	// a client that prefers plain JSON gets the legacy document
+	ct, _, _ = discover(t, "", "", "application/json, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+	if ct != "application/json" {
+		t.Errorf("content type %q", ct)
+	}
+}
+
+func TestReady(t *testing.T) {
+	if err := testService.Ready(); err != nil {
+		t.Errorf("Ready: %v", err)
+	}
+}
+
+func TestOpenAPIDocuments(t *testing.T) {
+	group := newGroup(t)
+	createT(t, crdJSON(group, "springs", "Spring"))
+	waitEstablished(t, "springs."+group)
+	conn, err := grpcx.Dial("inproc://registry-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := registryv1.NewOpenAPIServiceClient(conn)
+	eventually(t, 5*time.Second, "OpenAPI document", func() bool {
+		resp, err := client.GetDocument(testCtx(t), &registryv1.GetDocumentRequest{Version: "v3", Path: "apis/" + group + "/v1"})
+		return err == nil && strings.Contains(string(resp.GetBody()), "Spring")
+	})
+	resp, err := client.GetDocument(testCtx(t), &registryv1.GetDocumentRequest{Version: "v3"})
+	if err != nil || !strings.Contains(string(resp.GetBody()), "apis/"+group+"/v1") {
+		t.Errorf("index: %v %s", err, resp.GetBody())
+	}
+}

@@ -1,0 +1,230 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
+	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
+)
+
+// informer keeps a local copy of every CRD, fed by a StorageService watch
+// (initial events, then changes), and tells handlers about each change.
+// Handlers run synchronously in event order and must not block.
+type informer struct {
+	client storagev1.StorageServiceClient
+	log    *slog.Logger
+
+	mu       sync.RWMutex
+	crds     map[string]*CRD
+	deleted  map[string]int64 // revision at which a CRD was last seen deleted
+	synced   bool
+	syncedCh chan struct{}
+	changes  uint64 // counts changes, for caches of derived state
+	handlers []func(old, new *CRD)
+}
+
+func newInformer(client storagev1.StorageServiceClient, log *slog.Logger) *informer {
+	return &informer{client: client, log: log, crds: map[string]*CRD{}, deleted: map[string]int64{}, syncedCh: make(chan struct{})}
+}
+
+// addHandler registers fn for every change (old nil on add, new nil on
+// delete). Register before run.
+func (in *informer) addHandler(fn func(old, new *CRD)) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.handlers = append(in.handlers, fn)
+}
+
+// snapshot returns every CRD (by name) and the change count they stand for.
+func (in *informer) snapshot() ([]*CRD, uint64) {
+	in.mu.RLock()
+	n := in.changes
+	in.mu.RUnlock()
+	return in.list(), n
+}
+
+// changeCount returns the number of changes seen so far.
+func (in *informer) changeCount() uint64 {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	return in.changes
+}
+
+// get returns the CRD called name (do not modify it).
+func (in *informer) get(name string) (*CRD, bool) {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	c, ok := in.crds[name]
+	return c, ok
+}
+
+// list returns every CRD, by name (do not modify them).
+func (in *informer) list() []*CRD {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	out := make([]*CRD, 0, len(in.crds))
+	for _, c := range in.crds {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (in *informer) hasSynced() bool {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	return in.synced
+}
+
+// waitSynced waits for the first complete view.
+func (in *informer) waitSynced(ctx context.Context) error {
+	select {
+	case <-in.syncedCh:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run follows the watch until ctx ends, starting over from a fresh set of
+// initial events whenever the stream breaks.
+func (in *informer) run(ctx context.Context) {
+	backoff := 20 * time.Millisecond
+	for ctx.Err() == nil {
+		err := in.follow(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		in.log.Debug("CRD watch ended; restarting", "err", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+func (in *informer) follow(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := in.client.Watch(ctx, &storagev1.WatchRequest{Prefix: crdPrefix, SendInitialEvents: true, AllowBookmarks: true})
+	if err != nil {
+		return fmt.Errorf("watch CRDs: %w", err)
+	}
+	initial := map[string]*CRD{}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return errors.New("watch closed")
+			}
+			return fmt.Errorf("watch CRDs: %w", err)
+		}
+		switch ev.GetType() {
+		case commonv1.EventType_EVENT_TYPE_BOOKMARK:
+			if initial != nil {
+				in.replace(initial)
+				initial = nil
+			}
+			continue
+		case commonv1.EventType_EVENT_TYPE_ADDED, commonv1.EventType_EVENT_TYPE_MODIFIED, commonv1.EventType_EVENT_TYPE_DELETED:
+		default:
+			continue
+		}
+		crd, err := decodeWithRV(ev.GetObject(), ev.GetResourceVersion())
+		if err != nil {
+			in.log.Warn("undecodable CRD in watch", "err", err)
+			continue
+		}
+		switch {
+		case initial != nil:
+			initial[crd.Name] = crd
+		case ev.GetType() == commonv1.EventType_EVENT_TYPE_DELETED:
+			in.remove(crd.Name, ev.GetResourceVersion())
+		default:
+			in.observe(crd)
+		}
+	}
+}
+
+// replace installs a complete view, notifying the differences.
+func (in *informer) replace(all map[string]*CRD) {
+	in.mu.Lock()
+	type change struct{ old, new *CRD }
+	var changes []change
+	for name, old := range in.crds {
+		if _, ok := all[name]; !ok {
+			changes = append(changes, change{old, nil})
+		}
+	}
+	for name, c := range all {
+		old := in.crds[name]
+		if old == nil || old.ResourceVersion != c.ResourceVersion {
+			changes = append(changes, change{old, c})
+		}
+	}
+	in.crds = all
+	in.changes++
+	if !in.synced {
+		in.synced = true
+		close(in.syncedCh)
+	}
+	handlers := in.handlers
+	in.mu.Unlock()
+	for _, ch := range changes {
+		for _, h := range handlers {
+			h(ch.old, ch.new)
+		}
+	}
+}
+
+// observe records a CRD read or written (newer resourceVersions win), so
+// that controllers see their own writes before the watch brings them.
+func (in *informer) observe(crd *CRD) {
+	in.mu.Lock()
+	old := in.crds[crd.Name]
+	if (old != nil && !newer(crd, old)) || rvOf(crd) <= in.deleted[crd.Name] {
+		in.mu.Unlock()
+		return
+	}
+	in.crds[crd.Name] = crd
+	in.changes++
+	handlers := in.handlers
+	in.mu.Unlock()
+	for _, h := range handlers {
+		h(old, crd)
+	}
+}
+
+func (in *informer) remove(name string, rv int64) {
+	in.mu.Lock()
+	old, ok := in.crds[name]
+	delete(in.crds, name)
+	in.deleted[name] = max(in.deleted[name], rv)
+	in.changes++
+	handlers := in.handlers
+	in.mu.Unlock()
+	if !ok {
+		return
+	}
+	for _, h := range handlers {
+		h(old, nil)
+	}
+}
+
+// newer reports whether a has a higher resourceVersion than b.
+func newer(a, b *CRD) bool { return rvOf(a) > rvOf(b) }
+
+func rvOf(crd *CRD) int64 {
+	rv, _ := strconv.ParseInt(crd.ResourceVersion, 10, 64)
+	return rv
+}

@@ -1,0 +1,145 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+)
+
+// syncNames accepts a CRD's names unless another CRD of its group already
+// serves them: status.acceptedNames, the NamesAccepted condition, and
+// Established False ("Installing") until the establishing controller
+// confirms.
+func (c *controllers) syncNames(ctx context.Context, name string) error {
+	cur, ok := c.inf.get(name)
+	if !ok {
+		// a deleted CRD may free names others wait for
+		c.requeueGroup(name)
+		return nil
+	}
+	if semanticEqual(cur.Spec.Names, cur.Status.AcceptedNames) {
+		return nil
+	}
+	accepted, namesCond, establishedCond := c.calculateNames(cur)
+	if reflect.DeepEqual(cur.Status.AcceptedNames, accepted) && conditionEquivalent(&namesCond, findCondition(cur, condNamesAccepted)) {
+		return nil
+	}
+	crd := cur.DeepCopy()
+	crd.Status.AcceptedNames = accepted
+	setCondition(crd, namesCond)
+	setCondition(crd, establishedCond)
+	if err := c.writeStatus(ctx, crd, cur); err != nil {
+		return err
+	}
+	c.requeueGroup(name)
+	return nil
+}
+
+// requeueGroup queues the other CRDs of name's group.
+func (c *controllers) requeueGroup(name string) {
+	group := groupOf(name)
+	for _, other := range c.inf.list() {
+		if other.Spec.Group == group && other.Name != name {
+			c.enqueue("names", other.Name)
+		}
+	}
+}
+
+// usedNames collects the accepted resource names (plural, singular, short
+// names) and kinds (kind, listKind) of every CRD in group.
+func (c *controllers) usedNames(group string) (resources, kinds map[string]bool) {
+	resources, kinds = map[string]bool{}, map[string]bool{}
+	for _, crd := range c.inf.list() {
+		if crd.Spec.Group != group {
+			continue
+		}
+		n := crd.Status.AcceptedNames
+		resources[n.Plural] = true
+		resources[n.Singular] = true
+		for _, s := range n.ShortNames {
+			resources[s] = true
+		}
+		kinds[n.Kind] = true
+		kinds[n.ListKind] = true
+	}
+	return resources, kinds
+}
+
+// calculateNames decides which requested names crd may have, as upstream's
+// naming controller: a name is granted when it is already crd's or unused
+// in the group.
+func (c *controllers) calculateNames(crd *CRD) (apiextensionsv1.CustomResourceDefinitionNames, condition, condition) {
+	resources, kinds := c.usedNames(crd.Spec.Group)
+	want, have := crd.Spec.Names, crd.Status.AcceptedNames
+	names := *have.DeepCopy()
+	cond := condition{Type: condNamesAccepted, Status: apiextensionsv1.ConditionUnknown}
+	conflict := func(reason string, err error) {
+		cond.Status, cond.Reason, cond.Message = apiextensionsv1.ConditionFalse, reason, err.Error()
+	}
+
+	if err := grantable(want.Plural, have.Plural, resources); err != nil {
+		conflict("PluralConflict", err)
+	} else {
+		names.Plural = want.Plural
+	}
+	if err := grantable(want.Singular, have.Singular, resources); err != nil {
+		conflict("SingularConflict", err)
+	} else {
+		names.Singular = want.Singular
+	}
+	if !reflect.DeepEqual(want.ShortNames, have.ShortNames) {
+		var errs []error
+		held := map[string]bool{}
+		for _, s := range have.ShortNames {
+			held[s] = true
+		}
+		for _, s := range want.ShortNames {
+			if held[s] {
+				continue
+			}
+			if err := grantable(s, "", resources); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := utilerrors.NewAggregate(errs); err != nil {
+			conflict("ShortNamesConflict", err)
+		} else {
+			names.ShortNames = want.ShortNames
+		}
+	}
+	if err := grantable(want.Kind, have.Kind, kinds); err != nil {
+		conflict("KindConflict", err)
+	} else {
+		names.Kind = want.Kind
+	}
+	if err := grantable(want.ListKind, have.ListKind, kinds); err != nil {
+		conflict("ListKindConflict", err)
+	} else {
+		names.ListKind = want.ListKind
+	}
+	names.Categories = want.Categories
+
+	if cond.Status == apiextensionsv1.ConditionUnknown {
+		cond.Status, cond.Reason, cond.Message = apiextensionsv1.ConditionTrue, "NoConflicts", "no conflicts found"
+	}
+
+	established := condition{Type: condEstablished, Status: apiextensionsv1.ConditionFalse, Reason: "NotAccepted", Message: "not all names are accepted"}
+	if old := findCondition(crd, condEstablished); old != nil {
+		established = *old
+	}
+	if established.Status != apiextensionsv1.ConditionTrue && cond.Status == apiextensionsv1.ConditionTrue {
+		established = condition{Type: condEstablished, Status: apiextensionsv1.ConditionFalse, Reason: "Installing", Message: "the initial names have been accepted"}
+	}
+	return names, cond, established
+}
+
+// grantable: requested may be used when crd already holds it or nobody does.
+func grantable(requested, accepted string, used map[string]bool) error {
+	if requested == accepted || !used[requested] {
+		return nil
+	}
+	return fmt.Errorf("%q is already in use", requested)
+}

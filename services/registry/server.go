@@ -1,0 +1,369 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/crdplane/crdplane/pkg/kstatus"
+	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
+	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
+)
+
+// server implements registryv1.RegistryServiceServer.
+type server struct {
+	registryv1.UnimplementedRegistryServiceServer
+	st        *store
+	inf       *informer
+	discovery *discoveryCache
+	log       *slog.Logger
+}
+
+// Create validates and stores a new CRD.
+func (s *server) Create(ctx context.Context, req *registryv1.CreateRequest) (*registryv1.CreateResponse, error) {
+	crd, warnings, err := decodeCRD(req.GetObject(), req.GetOptions().GetFieldValidation())
+	if err != nil {
+		return nil, kstatus.ToGRPC(err)
+	}
+	sentRV := crd.ResourceVersion
+	if err := prepareForCreate(crd); err != nil {
+		return nil, kstatus.ToGRPC(err)
+	}
+	if err := validateCRDCreate(ctx, crd); err != nil {
+		return nil, kstatus.ToGRPC(err)
+	}
+	if in, err := toInternal(crd); err == nil {
+		warnings = append(warnings, schemaWarnings(&in.Spec)...)
+	}
+	out := crd
+	if req.GetOptions().GetDryRun() {
+		// a dry run still finds an existing CRD
+		if _, err := s.st.get(ctx, crd.Name); err == nil {
+			return nil, kstatus.ToGRPC(apierrors.NewAlreadyExists(crdGR, crd.Name))
+		} else if !apierrors.IsNotFound(err) {
+			return nil, kstatus.ToGRPC(err)
+		}
+	} else {
+		if sentRV != "" && sentRV != "0" {
+			return nil, kstatus.ToGRPC(errResourceVersionOnCreate)
+		}
+		if out, err = s.st.create(ctx, crd); err != nil {
+			return nil, kstatus.ToGRPC(err)
+		}
+		s.inf.observe(out)
+	}
+	data, err := encodeCRD(out)
+	if err != nil {
+		return nil, kstatus.ToGRPC(apierrors.NewInternalError(err))
+	}
+	return &registryv1.CreateResponse{Object: data, Warnings: warnings}, nil
+}
+
+// errResourceVersionOnCreate is what kube-apiserver answers (a 500 without
+// a reason, from its storage layer) to a create that names a
+// resourceVersion.
+var errResourceVersionOnCreate = &apierrors.StatusError{ErrStatus: metav1.Status{
+	Status:  metav1.StatusFailure,
+	Code:    http.StatusInternalServerError,
+	Reason:  metav1.StatusReasonUnknown,
+	Message: "resourceVersion should not be set on objects to be created",
+}}
+
+// Get reads one CRD.
+func (s *server) Get(ctx context.Context, req *registryv1.GetRequest) (*registryv1.GetResponse, error) {
+	crd, err := s.st.get(ctx, req.GetName())
+	if err != nil {
+		return nil, kstatus.ToGRPC(err)
+	}
+	data, err := encodeCRD(crd)
+	if err != nil {
+		return nil, kstatus.ToGRPC(apierrors.NewInternalError(err))
+	}
+	return &registryv1.GetResponse{Object: data}, nil
+}
+
+// List reads CRDs, filtered and paginated by the storage.
+func (s *server) List(ctx context.Context, req *registryv1.ListRequest) (*registryv1.ListResponse, error) {
+	resp, err := s.st.client.List(ctx, &storagev1.ListRequest{Prefix: crdPrefix, Options: req.GetOptions()})
+	if err != nil {
+		return nil, kstatus.ToGRPC(err)
+	}
+	return &registryv1.ListResponse{
+		Objects:            resp.GetObjects(),
+		ResourceVersion:    resp.GetResourceVersion(),
+		ContinueToken:      resp.GetContinueToken(),
+		RemainingItemCount: resp.RemainingItemCount,
+	}, nil
+}
+
+// Update replaces a CRD or its status.
+func (s *server) Update(ctx context.Context, req *registryv1.UpdateRequest) (*registryv1.UpdateResponse, error) {
+	if err := checkSubresource(req.GetSubresource()); err != nil {
+		return nil, kstatus.ToGRPC(err)
+	}
+	crd, warnings, err := decodeCRD(req.GetObject(), req.GetOptions().GetFieldValidation())
+	if err != nil {
+		return nil, kstatus.ToGRPC(err)
+	}
+	if err := checkName(crd, req.GetName()); err != nil {
+		return nil, kstatus.ToGRPC(err)
+	}
+	cur, err := s.st.get(ctx, req.GetName())
+	if err != nil {
+		return nil, kstatus.ToGRPC(err)
+	}
+	out, more, err := s.update(ctx, crd, cur, req.GetSubresource(), req.GetOptions().GetDryRun())
+	if err != nil {
+		return nil, kstatus.ToGRPC(err)
+	}
+	data, err := encodeCRD(out)
+	if err != nil {
+		return nil, kstatus.ToGRPC(apierrors.NewInternalError(err))
+	}
+	return &registryv1.UpdateResponse{Object: data, Warnings: append(warnings, more...)}, nil
+}
+
+// Patch applies a merge or JSON patch to a CRD or its status, starting over
+// when another writer got in first (unless the patch names the
+// resourceVersion it applies to).
+func (s *server) Patch(ctx context.Context, req *registryv1.PatchRequest) (*registryv1.PatchResponse, error) {
+	if err := checkSubresource(req.GetSubresource()); err != nil {
+		return nil, kstatus.ToGRPC(err)
+	}
+	pinned := patchSetsResourceVersion(req.GetPatchType(), req.GetPatch())
+	for attempt := 0; ; attempt++ {
+		cur, err := s.st.get(ctx, req.GetName())
+		if err != nil {
+			return nil, kstatus.ToGRPC(err)
+		}
+		original, err := encodeCRD(cur)
+		if err != nil {
+			return nil, kstatus.ToGRPC(apierrors.NewInternalError(err))
+		}
+		patched, err := applyPatch(original, req.GetPatchType(), req.GetPatch())
+		if err != nil {
+			return nil, kstatus.ToGRPC(err)
+		}
+		crd, warnings, err := decodeCRD(patched, req.GetOptions().GetFieldValidation())
+		if err != nil {
+			return nil, kstatus.ToGRPC(err)
+		}
+		if err := checkName(crd, req.GetName()); err != nil {
+			return nil, kstatus.ToGRPC(err)
+		}
+		out, more, err := s.update(ctx, crd, cur, req.GetSubresource(), req.GetOptions().GetDryRun())
+		if apierrors.IsConflict(err) && !pinned && attempt < maxCASRetries {
+			continue
+		}
+		if err != nil {
+			return nil, kstatus.ToGRPC(err)
+		}
+		data, err := encodeCRD(out)
+		if err != nil {
+			return nil, kstatus.ToGRPC(apierrors.NewInternalError(err))
+		}
+		return &registryv1.PatchResponse{Object: data, Warnings: append(warnings, more...)}, nil
+	}
+}
+
+// update applies an update of crd (as sent) over cur (as stored): the
+// resourceVersion check, the strategy, validation, and the write.
+func (s *server) update(ctx context.Context, crd, cur *CRD, subresource string, dryRun bool) (*CRD, []string, error) {
+	if crd.ResourceVersion == "" || crd.ResourceVersion == "0" {
+		return nil, nil, apierrors.NewInvalid(crdGK, crd.Name, field.ErrorList{
+			field.Invalid(field.NewPath("metadata").Child("resourceVersion"), uint64(0), "must be specified for an update"),
+		})
+	}
+	if _, err := strconv.ParseUint(crd.ResourceVersion, 10, 64); err != nil {
+		return nil, nil, apierrors.NewInvalid(schema.GroupKind{Group: crdGR.Group, Kind: crdGR.Resource}, crd.Name, field.ErrorList{
+			field.Invalid(field.NewPath("resourceVersion"), crd.ResourceVersion, err.Error()),
+		})
+	}
+	if crd.ResourceVersion != cur.ResourceVersion {
+		return nil, nil, errConflict(crd.Name)
+	}
+	var warnings []string
+	if subresource == "status" {
+		prepareForStatusUpdate(crd, cur)
+		if err := validateCRDStatusUpdate(ctx, crd, cur); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		prepareForUpdate(crd, cur)
+		if err := validateCRDUpdate(ctx, crd, cur); err != nil {
+			return nil, nil, err
+		}
+		in, err1 := toInternal(crd)
+		old, err2 := toInternal(cur)
+		if err1 == nil && err2 == nil {
+			warnings = newWarnings(&in.Spec, &old.Spec)
+		}
+	}
+	if dryRun {
+		return crd, warnings, nil
+	}
+	out, err := s.st.write(ctx, crd, cur)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.inf.observe(out)
+	return out, warnings, nil
+}
+
+// Delete marks a CRD for deletion (the finalizer then removes its objects
+// and the CRD), or deletes it when that already happened and no finalizer
+// is left.
+func (s *server) Delete(ctx context.Context, req *registryv1.DeleteRequest) (*registryv1.DeleteResponse, error) {
+	for attempt := 0; ; attempt++ {
+		out, err := s.deleteOnce(ctx, req)
+		if apierrors.IsConflict(err) && errors.Is(err, errLostRace) && attempt < maxCASRetries {
+			continue
+		}
+		if err != nil {
+			return nil, kstatus.ToGRPC(err)
+		}
+		data, err := encodeCRD(out)
+		if err != nil {
+			return nil, kstatus.ToGRPC(apierrors.NewInternalError(err))
+		}
+		return &registryv1.DeleteResponse{Object: data}, nil
+	}
+}
+
+// errLostRace marks a compare-and-swap conflict (as opposed to a failed
+// precondition) so that Delete starts over.
+var errLostRace = errors.New("lost a compare-and-swap race")
+
+type lostRace struct{ error }
+
+func (l lostRace) Unwrap() []error { return []error{l.error, errLostRace} }
+
+func (s *server) deleteOnce(ctx context.Context, req *registryv1.DeleteRequest) (*CRD, error) {
+	name := req.GetName()
+	cur, err := s.st.get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if uid := req.GetPreconditionUid(); uid != "" && uid != string(cur.UID) {
+		return nil, apierrors.NewConflict(crdGR, name, fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", uid, cur.UID))
+	}
+	if rv := req.GetPreconditionResourceVersion(); rv != "" && rv != cur.ResourceVersion {
+		return nil, apierrors.NewConflict(crdGR, name, fmt.Errorf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", rv, cur.ResourceVersion))
+	}
+	rv, err := resourceVersion(cur)
+	if err != nil {
+		return nil, err
+	}
+	if cur.DeletionTimestamp == nil {
+		crd := cur.DeepCopy()
+		markForDeletion(crd)
+		if req.GetDryRun() {
+			return crd, nil
+		}
+		out, err := s.st.update(ctx, crd, rv)
+		if apierrors.IsConflict(err) {
+			return nil, lostRace{err}
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.inf.observe(out)
+		return out, nil
+	}
+	// already marked: finalizers hold it, or nothing does any more
+	if len(cur.Finalizers) > 0 || req.GetDryRun() {
+		return cur, nil
+	}
+	out, err := s.st.remove(ctx, cur, rv)
+	if apierrors.IsConflict(err) {
+		return nil, lostRace{err}
+	}
+	return out, err
+}
+
+// Watch follows CRD changes from the storage's watch.
+func (s *server) Watch(req *registryv1.WatchRequest, stream registryv1.RegistryService_WatchServer) error {
+	ws, err := s.st.client.Watch(stream.Context(), &storagev1.WatchRequest{
+		Prefix:            crdPrefix,
+		ResourceVersion:   req.GetResourceVersion(),
+		LabelSelector:     req.GetLabelSelector(),
+		FieldSelector:     req.GetFieldSelector(),
+		SendInitialEvents: req.GetSendInitialEvents(),
+		AllowBookmarks:    req.GetAllowBookmarks(),
+	})
+	if err != nil {
+		return kstatus.ToGRPC(err)
+	}
+	for {
+		ev, err := ws.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			if stream.Context().Err() != nil {
+				return nil
+			}
+			return kstatus.ToGRPC(err)
+		}
+		if err := stream.Send(&registryv1.WatchResponse{Type: ev.GetType(), Object: ev.GetObject(), ResourceVersion: ev.GetResourceVersion()}); err != nil {
+			return err
+		}
+	}
+}
+
+// GetDiscovery renders a discovery document.
+func (s *server) GetDiscovery(ctx context.Context, req *registryv1.GetDiscoveryRequest) (*registryv1.GetDiscoveryResponse, error) {
+	// right after start, wait a little for the first view of the CRDs
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.inf.waitSynced(wctx); err != nil {
+		return nil, kstatus.ToGRPC(apierrors.NewServiceUnavailable("the CRD cache is not synced yet"))
+	}
+	ct, body, err := discoveryDocument(s.discovery.get(), req.GetGroup(), req.GetVersion(), req.GetAccept())
+	if err != nil {
+		return nil, kstatus.ToGRPC(err)
+	}
+	return &registryv1.GetDiscoveryResponse{ContentType: ct, Body: body}, nil
+}
+
+func checkSubresource(sub string) error {
+	if sub == "" || sub == "status" {
+		return nil
+	}
+	return notFoundResource()
+}
+
+// notFoundResource is upstream's 404 for a path it does not serve.
+func notFoundResource() error {
+	return apierrors.NewGenericServerResponse(http.StatusNotFound, "get", schema.GroupResource{}, "", "", 0, false)
+}
+
+// checkName makes the object's name agree with the request's.
+func checkName(crd *CRD, name string) error {
+	crd.Namespace = ""
+	switch crd.Name {
+	case name:
+		return nil
+	case "":
+		crd.Name = name
+		return nil
+	}
+	return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", crd.Name, name))
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,49 @@
+package registry
+
+import (
+	"encoding/json"
+	"net/http"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/mergepatch"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+
+	"github.com/crdplane/crdplane/pkg/patch"
+)
+
+// applyPatch applies a patch to a CRD's JSON. CRDs are a built-in type, so
+// besides merge and JSON patches they take strategic merge patches (whose
+// list strategies come from the v1 Go types, as upstream's).
+func applyPatch(original []byte, patchType string, body []byte) ([]byte, error) {
+	if patch.Type(patchType) != patch.StrategicMerge {
+		return patch.Apply(original, patchType, body)
+	}
+	var patchMap map[string]any
+	if err := json.Unmarshal(body, &patchMap); err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	var originalMap map[string]any
+	if err := json.Unmarshal(original, &originalMap); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	out, err := strategicpatch.StrategicMergeMapPatch(originalMap, patchMap, &apiextensionsv1.CustomResourceDefinition{})
+	if err != nil {
+		return nil, strategicPatchError(err)
+	}
+	return json.Marshal(out)
+}
+
+// strategicPatchError gives a strategic merge patch failure upstream's
+// status code.
+func strategicPatchError(err error) error {
+	switch err {
+	case mergepatch.ErrBadJSONDoc, mergepatch.ErrBadPatchFormatForPrimitiveList, mergepatch.ErrBadPatchFormatForRetainKeys,
+		mergepatch.ErrBadPatchFormatForSetElementOrderList, mergepatch.ErrUnsupportedStrategicMergePatchFormat:
+		return apierrors.NewBadRequest(err.Error())
+	case mergepatch.ErrNoListOfLists, mergepatch.ErrPatchContentNotMatchRetainKeys:
+		return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
+	}
+	return apierrors.NewBadRequest(err.Error())
+}
