@@ -96,8 +96,11 @@ func FromProto(ks *commonv1.KubeStatus) *metav1.Status {
 
 // FromError returns the Kubernetes Status an error stands for: the one it
 // carries (as an apimachinery StatusError or a KubeStatus gRPC detail), or one
-// derived from its gRPC code.
+// derived from its gRPC code. A nil error has no Status (nil).
 func FromError(err error) *metav1.Status {
+	if err == nil {
+		return nil
+	}
 	var as apierrors.APIStatus
 	if errors.As(err, &as) {
 		s := as.Status()

@@ -50,6 +50,15 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+func TestFromNil(t *testing.T) {
+	if s := FromError(nil); s != nil {
+		t.Fatalf("FromError(nil) = %+v", s)
+	}
+	if ToGRPC(nil) != nil {
+		t.Fatal("ToGRPC(nil) != nil")
+	}
+}
+
 func TestFromPlainGRPCCode(t *testing.T) {
 	s := FromError(status.Error(codes.Unavailable, "storage down"))
 	if s.Code != http.StatusServiceUnavailable || s.Reason != metav1.StatusReasonServiceUnavailable {
