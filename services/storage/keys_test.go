@@ -1,0 +1,55 @@
+package storage
+
+import (
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+func TestParseKey(t *testing.T) {
+	tests := []struct {
+		key, gr, ns, name string
+		bad               bool
+	}{
+		{key: "/registry/stable.example.com/crontabs/default/x", gr: "crontabs.stable.example.com", ns: "default", name: "x"},
+		{key: "/registry/stable.example.com/clusterthings/x", gr: "clusterthings.stable.example.com", name: "x"},
+		{key: "/registry/apiextensions.k8s.io/customresourcedefinitions/crontabs.stable.example.com", gr: "customresourcedefinitions.apiextensions.k8s.io", name: "crontabs.stable.example.com"},
+		{key: "/registry/g/p", bad: true},
+		{key: "/registry/g/p/ns/name/extra", bad: true},
+		{key: "/registry/g/p/", bad: true},
+		{key: "/registry/g//x", bad: true},
+		{key: "/other/g/p/x", bad: true},
+		{key: "", bad: true},
+	}
+	for _, tt := range tests {
+		k, err := parseKey(tt.key)
+		if tt.bad {
+			if !apierrors.IsBadRequest(err) {
+				t.Errorf("%q: want BadRequest, got %v", tt.key, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tt.key, err)
+		}
+		if k.resource.String() != tt.gr || k.namespace != tt.ns || k.name != tt.name || k.raw != tt.key {
+			t.Errorf("%q: got %+v", tt.key, k)
+		}
+	}
+}
+
+func TestCheckPrefix(t *testing.T) {
+	for _, p := range []string{"/registry/g/p/", "/registry/g/p/ns/"} {
+		if err := checkPrefix(p); err != nil {
+			t.Errorf("%q: %v", p, err)
+		}
+	}
+	for _, p := range []string{"/registry/g/p", "/registry/g/", "/registry/", "/registry/g/p/ns/x/", "/registry//p/", "/x/g/p/", ""} {
+		if err := checkPrefix(p); !apierrors.IsBadRequest(err) {
+			t.Errorf("%q: want BadRequest, got %v", p, err)
+		}
+	}
+	if gr := prefixResource("/registry/g.io/things/ns/"); gr.String() != "things.g.io" {
+		t.Errorf("prefixResource: %v", gr)
+	}
+}

@@ -1,0 +1,278 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/crdplane/crdplane/pkg/kstatus"
+	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
+	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
+)
+
+// maxPageSize bounds one etcd range read of a filtered, paginated list.
+const maxPageSize = 10000
+
+// List reads the objects under a prefix: filtered by label and field
+// selectors, paginated with limit/continue (every page read at the first
+// page's revision), at the latest revision or at resource_version.
+func (s *Service) List(ctx context.Context, req *storagev1.ListRequest) (*storagev1.ListResponse, error) {
+	res, err := s.list(ctx, req.GetPrefix(), req.GetOptions())
+	if err != nil {
+		return nil, kstatus.ToGRPC(err)
+	}
+	out := &storagev1.ListResponse{
+		Objects:            make([][]byte, len(res.kvs)),
+		ResourceVersion:    res.rev,
+		ContinueToken:      res.cont,
+		RemainingItemCount: res.remaining,
+	}
+	for i, kv := range res.kvs {
+		if out.Objects[i], err = withResourceVersion(kv.Value, kv.ModRevision); err != nil {
+			return nil, kstatus.ToGRPC(storedObjectErr(kv.Key, err))
+		}
+	}
+	return out, nil
+}
+
+type listResult struct {
+	kvs       []*mvccpb.KeyValue
+	rev       int64
+	cont      string
+	remaining *int64
+	sel       *selector
+}
+
+func (s *Service) list(ctx context.Context, prefix string, opts *commonv1.ListOptions) (*listResult, error) {
+	if err := checkPrefix(prefix); err != nil {
+		return nil, err
+	}
+	sel, err := newSelector(opts.GetLabelSelector(), opts.GetFieldSelector(), opts.GetSelectableFields())
+	if err != nil {
+		return nil, err
+	}
+	limit := max(opts.GetLimit(), 0)
+	paging := limit > 0
+
+	from := prefix
+	var withRev int64
+	continuing := opts.GetContinueToken() != ""
+	if continuing {
+		if opts.GetResourceVersion() != 0 {
+			return nil, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
+		}
+		key, rv, err := decodeContinue(opts.GetContinueToken(), prefix)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
+		}
+		from = key
+		if rv > 0 {
+			withRev = rv
+		}
+	} else if rv := opts.GetResourceVersion(); rv > 0 {
+		withRev = rv
+	}
+
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	pageSize := limit
+	res := &listResult{sel: sel}
+	var lastKey []byte
+	hasMore := false
+	var count int64
+	for first := true; ; first = false {
+		ops := []clientv3.OpOption{clientv3.WithRange(end)}
+		if paging {
+			ops = append(ops, clientv3.WithLimit(pageSize))
+		}
+		if withRev > 0 {
+			ops = append(ops, clientv3.WithRev(withRev))
+		}
+		resp, err := s.client.Get(ctx, from, ops...)
+		if err != nil {
+			return nil, s.readErr(ctx, err, withRev, continuing)
+		}
+		if withRev == 0 {
+			// Later pages read at the same revision: one consistent snapshot.
+			withRev = resp.Header.Revision
+		}
+		if first {
+			count = resp.Count
+		}
+		hasMore = resp.More
+		for _, kv := range resp.Kvs {
+			if paging && int64(len(res.kvs)) >= limit {
+				hasMore = true
+				break
+			}
+			lastKey = kv.Key
+			ok, err := sel.matches(kv.Value)
+			if err != nil {
+				return nil, storedObjectErr(kv.Key, err)
+			}
+			if ok {
+				res.kvs = append(res.kvs, kv)
+			}
+		}
+		if !hasMore || !paging || int64(len(res.kvs)) >= limit {
+			break
+		}
+		if len(resp.Kvs) == 0 {
+			return nil, apierrors.NewInternalError(errors.New("etcd returned no keys but reported more"))
+		}
+		// The selector filtered some out: read on, in growing pages.
+		pageSize = min(pageSize*2, maxPageSize)
+		from = string(lastKey) + "\x00"
+	}
+	res.rev = withRev
+	if hasMore {
+		token, err := encodeContinue(string(lastKey)+"\x00", prefix, withRev)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		res.cont = token
+		if sel == nil {
+			remaining := count - int64(len(res.kvs))
+			res.remaining = &remaining
+		}
+	}
+	return res, nil
+}
+
+// readErr maps the error of a read at revision rev (0: latest).
+func (s *Service) readErr(ctx context.Context, err error, rev int64, continuing bool) error {
+	switch {
+	case errors.Is(err, rpctypes.ErrCompacted):
+		if continuing {
+			return apierrors.NewResourceExpired(msgContinueExpired)
+		}
+		return errTooOld(rev, s.compactRevision(ctx))
+	case errors.Is(err, rpctypes.ErrFutureRev):
+		var current int64
+		if resp, gerr := s.client.Get(ctx, keyRoot, clientv3.WithCountOnly()); gerr == nil {
+			current = resp.Header.Revision
+		}
+		return errTooLarge(rev, current)
+	}
+	return etcdErr(ctx, err)
+}
+
+// compactRevision finds etcd's compaction revision: a watch from revision 1
+// of a key nobody writes answers with it at once when history is compacted.
+func (s *Service) compactRevision(ctx context.Context) int64 {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for wr := range s.client.Watch(ctx, keyRoot+"\x00compaction-probe", clientv3.WithRev(1)) {
+		if wr.CompactRevision != 0 {
+			return wr.CompactRevision
+		}
+		if wr.Err() != nil {
+			break
+		}
+	}
+	return 0
+}
+
+// DeleteCollection deletes every object under a prefix that matches the
+// options and returns them (each with its deletion revision).
+func (s *Service) DeleteCollection(ctx context.Context, req *storagev1.DeleteCollectionRequest) (*storagev1.DeleteCollectionResponse, error) {
+	resp, err := s.deleteCollection(ctx, req.GetPrefix(), req.GetOptions())
+	return resp, kstatus.ToGRPC(err)
+}
+
+func (s *Service) deleteCollection(ctx context.Context, prefix string, opts *commonv1.ListOptions) (*storagev1.DeleteCollectionResponse, error) {
+	if err := checkPrefix(prefix); err != nil {
+		return nil, err
+	}
+	plain := opts.GetLabelSelector() == "" && opts.GetFieldSelector() == "" && opts.GetLimit() == 0 &&
+		opts.GetContinueToken() == "" && opts.GetResourceVersion() == 0
+	if plain {
+		resp, err := s.client.Delete(ctx, prefix, clientv3.WithPrefix(), clientv3.WithPrevKV())
+		if err != nil {
+			return nil, etcdErr(ctx, err)
+		}
+		out := &storagev1.DeleteCollectionResponse{Objects: make([][]byte, len(resp.PrevKvs)), ResourceVersion: resp.Header.Revision}
+		for i, kv := range resp.PrevKvs {
+			if out.Objects[i], _, err = deletedObject(kv.Key, kv.Value, resp.Header.Revision); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+
+	res, err := s.list(ctx, prefix, opts)
+	if err != nil {
+		return nil, err
+	}
+	// Delete the listed objects concurrently (as upstream does), each only
+	// while it still matches.
+	type result struct {
+		obj []byte
+		rev int64
+		err error
+	}
+	results := make([]result, len(res.kvs))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(16, len(res.kvs)) {
+		wg.Go(func() {
+			for i := range work {
+				results[i].obj, results[i].rev, results[i].err = s.deleteIfMatches(ctx, res.kvs[i], res.sel)
+			}
+		})
+	}
+	for i := range res.kvs {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+
+	out := &storagev1.DeleteCollectionResponse{ResourceVersion: res.rev}
+	for _, r := range results {
+		if r.err != nil {
+			return nil, r.err
+		}
+		if r.obj != nil {
+			out.Objects = append(out.Objects, r.obj)
+			out.ResourceVersion = max(out.ResourceVersion, r.rev)
+		}
+	}
+	return out, nil
+}
+
+// deleteIfMatches deletes kv's key if the object there is still kv or still
+// matches sel. It returns nil when there was nothing to delete.
+func (s *Service) deleteIfMatches(ctx context.Context, kv *mvccpb.KeyValue, sel *selector) ([]byte, int64, error) {
+	key := string(kv.Key)
+	for {
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(key)).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			return nil, 0, etcdErr(ctx, err)
+		}
+		if resp.Succeeded {
+			return deletedObject(kv.Key, kv.Value, resp.Header.Revision)
+		}
+		get := resp.Responses[0].GetResponseRange()
+		if get == nil || len(get.Kvs) == 0 {
+			return nil, 0, nil // already gone
+		}
+		kv = get.Kvs[0]
+		ok, err := sel.matches(kv.Value)
+		if err != nil {
+			return nil, 0, storedObjectErr(kv.Key, err)
+		}
+		if !ok {
+			return nil, 0, nil
+		}
+	}
+}
