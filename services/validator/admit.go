@@ -1,0 +1,360 @@
+package validator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/operation"
+	metavalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/crdplane/crdplane/pkg/kstatus"
+	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
+	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/validator/internal/jsonenc"
+	"github.com/crdplane/crdplane/services/validator/schema"
+)
+
+// declarativeValidationBeta mirrors the default of kube-apiserver's
+// DeclarativeValidationBeta feature gate (on since 1.36).
+const declarativeValidationBeta = true
+
+// Admit prunes, defaults and validates one custom resource. Field errors
+// come back as causes (and no object); request problems as gRPC errors
+// carrying a Kubernetes Status.
+func (s *Service) Admit(ctx context.Context, req *validatorv1.AdmitRequest) (*validatorv1.AdmitResponse, error) {
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(
+		attribute.String("crdplane.crd", req.GetCrd().GetName()),
+		attribute.Int64("crdplane.crd.generation", req.GetCrd().GetGeneration()),
+		attribute.String("crdplane.version", req.GetVersion()),
+		attribute.String("crdplane.operation", req.GetOperation().String()),
+		attribute.String("crdplane.subresource", req.GetSubresource()),
+	)
+	resp, err := s.admit(ctx, req)
+	if err != nil {
+		var status apierrors.APIStatus
+		if !errors.As(err, &status) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			s.log.ErrorContext(ctx, "admission failed", "crd", req.GetCrd().GetName(), "version", req.GetVersion(), "err", err)
+			err = apierrors.NewInternalError(err)
+		}
+		return nil, kstatus.ToGRPC(err)
+	}
+	span.SetAttributes(attribute.Int("crdplane.causes", len(resp.GetCauses())))
+	return resp, nil
+}
+
+func (s *Service) admit(ctx context.Context, req *validatorv1.AdmitRequest) (*validatorv1.AdmitResponse, error) {
+	if err := checkRequest(req); err != nil {
+		return nil, err
+	}
+	crd, err := s.src.Get(ctx, req.GetCrd())
+	if err != nil {
+		return nil, err
+	}
+	cv, err := s.compiled.get(crd, req.GetVersion())
+	if err != nil {
+		return nil, err
+	}
+	a := admission{cv: cv, update: req.GetOperation() == validatorv1.Operation_OPERATION_UPDATE, status: req.GetSubresource() == "status"}
+	if a.status && !cv.hasStatus {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("CustomResourceDefinition %s version %s has no status subresource", cv.crdName, cv.version))
+	}
+
+	obj, err := a.decode(req.GetObject(), false)
+	if err != nil {
+		return nil, err
+	}
+	if a.update {
+		if a.old, err = a.decode(req.GetOldObject(), true); err != nil {
+			return nil, fmt.Errorf("old object: %w", err)
+		}
+	}
+
+	errs := a.validate(ctx, obj)
+	resp := &validatorv1.AdmitResponse{Warnings: a.warnings}
+	if !a.status {
+		resp.Warnings = append(resp.Warnings, finalizerWarnings(obj, a.old)...)
+	}
+	if len(errs) > 0 {
+		resp.Causes = causes(errs)
+		return resp, nil
+	}
+	if resp.Object, err = jsonenc.Append(make([]byte, 0, len(req.GetObject())+256), obj); err != nil {
+		return nil, fmt.Errorf("encode object: %w", err)
+	}
+	return resp, nil
+}
+
+func checkRequest(req *validatorv1.AdmitRequest) error {
+	var problems []string
+	if req.GetCrd().GetName() == "" {
+		problems = append(problems, "crd.name is required")
+	}
+	if req.GetVersion() == "" {
+		problems = append(problems, "version is required")
+	}
+	switch req.GetOperation() {
+	case validatorv1.Operation_OPERATION_CREATE:
+		if req.GetSubresource() != "" {
+			problems = append(problems, "subresource writes are updates")
+		}
+	case validatorv1.Operation_OPERATION_UPDATE:
+		if len(req.GetOldObject()) == 0 {
+			problems = append(problems, "old_object is required for UPDATE")
+		}
+	default:
+		problems = append(problems, "operation must be CREATE or UPDATE")
+	}
+	if sub := req.GetSubresource(); sub != "" && sub != "status" {
+		problems = append(problems, fmt.Sprintf("subresource %q is not admitted by the validator", sub))
+	}
+	if len(req.GetObject()) == 0 {
+		problems = append(problems, "object is required")
+	}
+	if len(problems) > 0 {
+		return apierrors.NewBadRequest("invalid AdmitRequest: " + strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// admission is one Admit call.
+type admission struct {
+	cv       *compiledVersion
+	update   bool
+	status   bool
+	old      map[string]any
+	warnings []string
+}
+
+// decode decodes an object and applies what upstream's decoder does: the
+// metadata round trip, pruning, embedded metadata, defaulting. The stored
+// (old) object is decoded as upstream reads from storage: malformed
+// metadata fields are dropped.
+func (a *admission) decode(raw []byte, stored bool) (map[string]any, error) {
+	var v any
+	if err := utiljson.Unmarshal(raw, &v); err != nil {
+		return nil, apierrors.NewBadRequest(a.cannotHandle(err))
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, apierrors.NewBadRequest(a.cannotHandle(fmt.Errorf("expected a JSON object, got %s", jsonKind(v))))
+	}
+	unknown, err := schema.Normalize(obj, a.cv.schema, stored)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(a.cannotHandle(err))
+	}
+	if stored {
+		// Upstream's storage decoder repairs a missing generation of very
+		// old objects.
+		if m, ok := obj["metadata"].(map[string]any); ok {
+			if g, _ := m["generation"].(int64); g == 0 {
+				m["generation"] = int64(1)
+			}
+		}
+	}
+	schema.Default(obj, a.cv.schema)
+	if !stored {
+		for _, path := range unknown {
+			a.warnings = append(a.warnings, fmt.Sprintf("unknown field %q", path))
+		}
+	}
+	return obj, nil
+}
+
+// cannotHandle words a decoding failure as upstream's request decoder.
+func (a *admission) cannotHandle(err error) string {
+	return fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", a.cv.kind, a.cv.version, a.cv.kind, err)
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	}
+	return "number"
+}
+
+// validate runs upstream's custom resource validation for the operation:
+// type meta, object meta, schema (ratcheted on update), scale, embedded
+// resources and list types, in upstream's order.
+func (a *admission) validate(ctx context.Context, obj map[string]any) field.ErrorList {
+	cv := a.cv
+	if errs := a.validateTypeMeta(obj); len(errs) > 0 {
+		return errs
+	}
+	var errs field.ErrorList
+	errs = append(errs, a.validateObjectMeta(ctx, obj)...)
+	switch {
+	case a.status:
+		if st, ok := obj["status"]; ok && cv.status != nil {
+			errs = append(errs, schema.ValidateSchema(field.NewPath("status"), st, cv.status, schema.WithRatcheting(a.old["status"]))...)
+		}
+		errs = append(errs, validateScaleStatus(obj, cv)...)
+		if listErrs := schema.ValidateListTypes(nil, obj, cv.schema); len(listErrs) > 0 && len(schema.ValidateListTypes(nil, a.old, cv.schema)) == 0 {
+			errs = append(errs, listErrs...)
+		}
+	case a.update:
+		errs = append(errs, schema.ValidateSchema(nil, obj, cv.schema, schema.WithRatcheting(a.old))...)
+		errs = append(errs, validateScaleSpec(obj, cv)...)
+		errs = append(errs, validateScaleStatus(obj, cv)...)
+		errs = append(errs, schema.ValidateEmbeddedResources(nil, obj, cv.schema)...)
+		if len(schema.ValidateListTypes(nil, a.old, cv.schema)) == 0 {
+			errs = append(errs, schema.ValidateListTypes(nil, obj, cv.schema)...)
+		}
+	default:
+		errs = append(errs, schema.ValidateSchema(nil, obj, cv.schema)...)
+		errs = append(errs, validateScaleSpec(obj, cv)...)
+		errs = append(errs, validateScaleStatus(obj, cv)...)
+		errs = append(errs, schema.ValidateEmbeddedResources(nil, obj, cv.schema)...)
+		errs = append(errs, schema.ValidateListTypes(nil, obj, cv.schema)...)
+	}
+	return errs
+}
+
+func (a *admission) validateTypeMeta(obj map[string]any) field.ErrorList {
+	var errs field.ErrorList
+	kind, _ := obj["kind"].(string)
+	if kind != a.cv.kind {
+		errs = append(errs, field.Invalid(field.NewPath("kind"), kind, "must be "+a.cv.kind))
+	}
+	apiVersion, _ := obj["apiVersion"].(string)
+	if apiVersion != a.cv.apiVersion {
+		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), apiVersion, "must be "+a.cv.apiVersion))
+	}
+	return errs
+}
+
+func (a *admission) validateObjectMeta(ctx context.Context, obj map[string]any) field.ErrorList {
+	meta, errs := objectMeta(obj)
+	if len(errs) > 0 {
+		return errs
+	}
+	path := field.NewPath("metadata")
+	if !a.update {
+		return metavalidation.ValidateObjectMetaDeclaratively(ctx, operation.Create, meta, nil, a.cv.namespaced,
+			metavalidation.NameIsDNSSubdomain, path, declarativeValidationBeta)
+	}
+	oldMeta, errs := objectMeta(a.old)
+	if len(errs) > 0 {
+		return errs
+	}
+	return metavalidation.ValidateObjectMetaDeclaratively(ctx, operation.Update, meta, oldMeta, a.cv.namespaced,
+		nil, path, declarativeValidationBeta)
+}
+
+func objectMeta(obj map[string]any) (*metav1.ObjectMeta, field.ErrorList) {
+	meta, err := schema.ObjectMetaOf(obj)
+	if err != nil {
+		return nil, field.ErrorList{field.Invalid(field.NewPath("metadata"), obj["metadata"], err.Error())}
+	}
+	return meta, nil
+}
+
+func validateScaleSpec(obj map[string]any, cv *compiledVersion) field.ErrorList {
+	if cv.scale == nil {
+		return nil
+	}
+	return validateReplicas(obj, cv.scale.SpecReplicasPath)
+}
+
+func validateScaleStatus(obj map[string]any, cv *compiledVersion) field.ErrorList {
+	if cv.scale == nil {
+		return nil
+	}
+	errs := validateReplicas(obj, cv.scale.StatusReplicasPath)
+	if p := cv.scale.LabelSelectorPath; p != nil {
+		selector, _, err := unstructured.NestedString(obj, strings.Split(strings.TrimPrefix(*p, "."), ".")...)
+		if err != nil {
+			errs = append(errs, field.Invalid(field.NewPath(*p), selector, err.Error()))
+		}
+	}
+	return errs
+}
+
+func validateReplicas(obj map[string]any, path string) field.ErrorList {
+	replicas, _, err := unstructured.NestedInt64(obj, strings.Split(strings.TrimPrefix(path, "."), ".")...)
+	switch {
+	case err != nil:
+		return field.ErrorList{field.Invalid(field.NewPath(path), replicas, err.Error())}
+	case replicas < 0:
+		return field.ErrorList{field.Invalid(field.NewPath(path), replicas, "should be a non-negative integer")}
+	case replicas > math.MaxInt32:
+		return field.ErrorList{field.Invalid(field.NewPath(path), replicas, fmt.Sprintf("should be less than or equal to %v", math.MaxInt32))}
+	}
+	return nil
+}
+
+// standardFinalizers are the finalizers Kubernetes itself defines.
+var standardFinalizers = map[string]bool{
+	metav1.FinalizerOrphanDependents: true,
+	metav1.FinalizerDeleteDependents: true,
+	"kubernetes":                     true,
+}
+
+// finalizerWarnings warns about finalizer names that are not
+// domain-qualified, for the finalizers obj adds (to old's), as upstream.
+func finalizerWarnings(obj, old map[string]any) []string {
+	added := finalizers(obj)
+	if old != nil {
+		for _, f := range finalizers(old) {
+			added = slices.DeleteFunc(added, func(s string) bool { return s == f })
+		}
+	}
+	slices.Sort(added)
+	added = slices.Compact(added)
+	var out []string
+	const path = "metadata.finalizers"
+	for _, f := range added {
+		for _, msg := range utilvalidation.IsQualifiedName(f) {
+			out = append(out, fmt.Sprintf("%s: %q: %s", path, f, msg))
+		}
+		if !strings.Contains(f, "/") && !standardFinalizers[f] {
+			if strings.Contains(f, ".") {
+				out = append(out, fmt.Sprintf("%s: %q: prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers", path, f))
+			} else {
+				out = append(out, fmt.Sprintf("%s: %q: prefer a domain-qualified finalizer name to avoid accidental conflicts with other finalizer writers", path, f))
+			}
+		}
+	}
+	return out
+}
+
+func finalizers(obj map[string]any) []string {
+	meta, _ := obj["metadata"].(map[string]any)
+	l, _ := meta["finalizers"].([]any)
+	out := make([]string, 0, len(l))
+	for _, f := range l {
+		if s, ok := f.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// causes renders field errors as Status causes: the error type as reason,
+// the field path, and the error body as message.
+func causes(errs field.ErrorList) []*commonv1.StatusCause {
+	out := make([]*commonv1.StatusCause, 0, len(errs))
+	for _, e := range errs {
+		out = append(out, &commonv1.StatusCause{Reason: string(e.Type), Message: e.ErrorBody(), Field: e.Field})
+	}
+	return out
+}

@@ -1,0 +1,209 @@
+package validator
+
+// A differential test of Admit against upstream's decoder and strategies
+// (k8s.io/apiextensions-apiserver, test-only).
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"testing"
+
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
+	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
+	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+)
+
+type upstreamCRD struct {
+	structural *structuralschema.Structural
+	create     func(obj *unstructured.Unstructured) field.ErrorList
+	update     func(obj, old *unstructured.Unstructured) field.ErrorList
+	status     func(obj, old *unstructured.Unstructured) field.ErrorList
+}
+
+func newUpstreamCRD(t *testing.T, crd *CRD, version string) *upstreamCRD {
+	t.Helper()
+	v, err := findVersion(crd, version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	internal := &apiextensions.CustomResourceValidation{}
+	if err := apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(v.Schema, internal, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := structuralschema.NewStructural(internal.OpenAPIV3Schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = s.DeepCopy()
+	if err := structuraldefaulting.PruneDefaults(s); err != nil {
+		t.Fatal(err)
+	}
+	validator, _, err := apiservervalidation.NewSchemaValidator(internal.OpenAPIV3Schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var statusSpec *apiextensions.CustomResourceSubresourceStatus
+	var statusValidator apiservervalidation.SchemaValidator
+	var scaleSpec *apiextensions.CustomResourceSubresourceScale
+	if sub := v.Subresources; sub != nil {
+		if sub.Status != nil {
+			statusSpec = &apiextensions.CustomResourceSubresourceStatus{}
+			if st, ok := internal.OpenAPIV3Schema.Properties["status"]; ok {
+				if statusValidator, _, err = apiservervalidation.NewSchemaValidator(&st); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if sub.Scale != nil {
+			scaleSpec = &apiextensions.CustomResourceSubresourceScale{}
+			if err := apiextensionsv1.Convert_v1_CustomResourceSubresourceScale_To_apiextensions_CustomResourceSubresourceScale(sub.Scale, scaleSpec, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: version, Kind: crd.Spec.Names.Kind}
+	strategy := customresource.NewStrategy(nil, crd.Spec.Scope == apiextensionsv1.NamespaceScoped, gvk,
+		validator, statusValidator, s, statusSpec, scaleSpec, nil)
+	statusStrategy := customresource.NewStatusStrategy(strategy)
+	ctx := genericapirequest.NewContext()
+	return &upstreamCRD{
+		structural: s,
+		create:     func(obj *unstructured.Unstructured) field.ErrorList { return strategy.Validate(ctx, obj) },
+		update: func(obj, old *unstructured.Unstructured) field.ErrorList {
+			return strategy.ValidateUpdate(ctx, obj, old)
+		},
+		status: func(obj, old *unstructured.Unstructured) field.ErrorList {
+			return statusStrategy.ValidateUpdate(ctx, obj, old)
+		},
+	}
+}
+
+// decode is upstream's decoder for an object (schema coercion, then
+// defaulting).
+func (u *upstreamCRD) decode(t *testing.T, raw []byte, stored bool) *unstructured.Unstructured {
+	t.Helper()
+	var obj map[string]any
+	if err := utiljson.Unmarshal(raw, &obj); err != nil {
+		t.Fatal(err)
+	}
+	meta, found, err := schemaobjectmeta.GetObjectMeta(obj, stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	structuralpruning.Prune(obj, u.structural, true)
+	structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj, u.structural)
+	if err := schemaobjectmeta.Coerce(nil, obj, u.structural, false, stored); err != nil {
+		t.Fatal(err)
+	}
+	if found {
+		if err := schemaobjectmeta.SetObjectMeta(obj, meta); err != nil {
+			t.Fatal(err)
+		}
+	}
+	structuraldefaulting.Default(obj, u.structural)
+	return &unstructured.Unstructured{Object: obj}
+}
+
+func TestAdmitDifferential(t *testing.T) {
+	svc := newDirService(t)
+	client := serve(t, svc)
+	src := svc.src.(*dirSource)
+	const create, update = validatorv1.Operation_OPERATION_CREATE, validatorv1.Operation_OPERATION_UPDATE
+
+	cases := []struct {
+		name     string
+		crd      string
+		sub      string
+		obj, old string
+	}{
+		{name: "crontab invalid", crd: "crontabs.stable.example.com",
+			obj: cronTab("  cronSpec: \"* * * *\"\n  image: my-awesome-cron-image\n  replicas: 15\n")},
+		{name: "crontab bad meta", crd: "crontabs.stable.example.com",
+			obj: "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {generateName: \"x_\", annotations: {\"a/b/c\": x}, ownerReferences: [{apiVersion: v1, kind: K, name: owner, uid: u}], finalizers: [orphan, foregroundDeletion]}\nspec: {replicas: 0}\n"},
+		{name: "crontab update ratchet", crd: "crontabs.stable.example.com",
+			obj: cronTab("  cronSpec: \"bad\"\n  replicas: 12\n  image: new\n"),
+			old: cronTab("  cronSpec: \"bad\"\n  replicas: 11\n  image: old\n")},
+		{name: "crontab update no rv", crd: "crontabs.stable.example.com",
+			obj: cronTab("  replicas: 2\n"), old: cronTab("  replicas: 1\n")},
+		{name: "widget create", crd: "widgets.example.com",
+			obj: widgetMeta + "spec: {size: huge, replicas: 3000000000, ports: [{name: a, port: 0}, {name: a}, {port: 3}], template: {apiVersion: \"a/b/c\", kind: \"\", metadata: {namespace: \"NS\"}}}\nstatus: {replicas: -1, selector: 5}\n"},
+		{name: "widget create missing", crd: "widgets.example.com", obj: widgetMeta},
+		{name: "widget update", crd: "widgets.example.com",
+			obj: widgetMeta + "spec: {size: huge, ports: [{name: a, port: 0}, {name: a, port: 1}]}\n",
+			old: widgetMeta + "spec: {size: huge, ports: [{name: a, port: 0}, {name: b, port: 1}]}\n"},
+		{name: "widget update dup ratchet", crd: "widgets.example.com",
+			obj: widgetMeta + "spec: {size: small, ports: [{name: a, port: 0}, {name: a, port: 1}]}\n",
+			old: widgetMeta + "spec: {size: small, ports: [{name: a, port: 0}, {name: a, port: 2}]}\n"},
+		{name: "widget status", crd: "widgets.example.com", sub: "status",
+			obj: widgetMeta + "spec: {size: huge}\nstatus: {phase: Nope, replicas: x, selector: 3}\n",
+			old: widgetMeta + "spec: {size: huge}\nstatus: {phase: Nope}\n"},
+		{name: "widget status ok", crd: "widgets.example.com", sub: "status",
+			obj: widgetMeta + "spec: {size: small}\nstatus: {phase: Ready, replicas: 2}\n",
+			old: widgetMeta + "spec: {size: small}\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			crd, err := src.Get(context.Background(), &commonv1.CRDRef{Name: tc.crd})
+			if err != nil {
+				t.Fatal(err)
+			}
+			up := newUpstreamCRD(t, crd, "v1")
+			op := create
+			if tc.old != "" {
+				op = update
+			}
+			req := &validatorv1.AdmitRequest{Crd: &commonv1.CRDRef{Name: tc.crd}, Version: "v1", Operation: op,
+				Subresource: tc.sub, Object: toJSON(t, tc.obj)}
+			if tc.old != "" {
+				req.OldObject = toJSON(t, tc.old)
+			}
+			resp, err := client.Admit(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range resp.Causes {
+				got = append(got, c.Field+": "+c.Message)
+			}
+
+			obj := up.decode(t, req.Object, false)
+			var want field.ErrorList
+			switch {
+			case tc.sub == "status":
+				want = up.status(obj, up.decode(t, req.OldObject, true))
+			case tc.old != "":
+				want = up.update(obj, up.decode(t, req.OldObject, true))
+			default:
+				want = up.create(obj)
+			}
+			var wantStrings []string
+			for _, e := range want {
+				wantStrings = append(wantStrings, e.Error())
+			}
+			slices.Sort(got)
+			slices.Sort(wantStrings)
+			if !reflect.DeepEqual(got, wantStrings) {
+				t.Errorf("differs from upstream:\n      got %q\n upstream %q", got, wantStrings)
+			}
+			if len(got) == 0 {
+				if !reflect.DeepEqual(fromJSON(t, resp.Object), obj.Object) {
+					t.Errorf("object differs from upstream:\n      got %s\n upstream %v", resp.Object, obj.Object)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,149 @@
+// Package validator is crdplane's ValidatorService: admission of one custom
+// resource against its CRD version's structural schema (prune, default,
+// validate, with upstream's error types, paths and messages; ratcheting on
+// update). CRDs come from the registry's watch (or, to run alone, from
+// manifest files); compiled schemas are cached by CRD uid + generation +
+// version.
+package validator
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/crdplane/crdplane/pkg/crdcache"
+	"github.com/crdplane/crdplane/pkg/grpcx"
+	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
+	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+)
+
+// DefaultCRDWaitTimeout bounds how long Admit waits for the CRD generation
+// a request names to reach the validator's cache.
+const DefaultCRDWaitTimeout = 5 * time.Second
+
+// Config configures the validator.
+type Config struct {
+	// RegistryAddr is the registry's gRPC address; the validator follows its
+	// CRD watch. Exactly one of RegistryAddr, CRDDir and Source is used.
+	RegistryAddr string
+	// CRDDir is a directory of CRD manifests (YAML or JSON) to serve instead
+	// of the registry's CRDs, so the validator runs alone (load tests).
+	CRDDir string
+	// CRDWaitTimeout bounds the wait for a CRD generation (default 5s).
+	CRDWaitTimeout time.Duration
+	// Source, when set, supplies CRDs instead (all-in-one mode, tests).
+	Source Source
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// RegisterFlags adds the configuration's flags to fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.RegistryAddr, "registry-addr", c.RegistryAddr,
+		"gRPC address of the registry, whose CRD watch feeds the validator (host:port, dns:///host:port or inproc://name)")
+	fs.StringVar(&c.CRDDir, "crd-dir", c.CRDDir,
+		"directory of CustomResourceDefinition manifests (YAML or JSON) to serve instead of the registry's (standalone mode, e.g. load tests)")
+	if c.CRDWaitTimeout == 0 {
+		c.CRDWaitTimeout = DefaultCRDWaitTimeout
+	}
+	fs.DurationVar(&c.CRDWaitTimeout, "crd-wait-timeout", c.CRDWaitTimeout,
+		"how long a request waits for the CRD generation it names before failing with 503")
+}
+
+// Service implements crdplane.validator.v1.ValidatorService.
+type Service struct {
+	validatorv1.UnimplementedValidatorServiceServer
+
+	log      *slog.Logger
+	src      Source
+	compiled *compiledCache
+
+	conn   *grpc.ClientConn   // registry connection, when we own it
+	cancel context.CancelFunc // stops the CRD watch, when we run it
+	done   chan struct{}
+}
+
+// New builds the validator. With RegistryAddr it starts following the
+// registry's CRD watch (Ready reports when the first list arrived); with
+// CRDDir it reads and compiles every CRD up front, failing on any error.
+func New(ctx context.Context, cfg Config) (*Service, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("service", "validator")
+	if cfg.CRDWaitTimeout <= 0 {
+		cfg.CRDWaitTimeout = DefaultCRDWaitTimeout
+	}
+	s := &Service{log: log, compiled: newCompiledCache()}
+
+	set := 0
+	for _, v := range []bool{cfg.RegistryAddr != "", cfg.CRDDir != "", cfg.Source != nil} {
+		if v {
+			set++
+		}
+	}
+	if set != 1 {
+		return nil, errors.New("validator: configure exactly one CRD source: --registry-addr or --crd-dir")
+	}
+
+	switch {
+	case cfg.Source != nil:
+		s.src = cfg.Source
+		s.src.OnChange(s.compiled.onChange)
+	case cfg.CRDDir != "":
+		src, err := NewDirSource(cfg.CRDDir, log)
+		if err != nil {
+			return nil, err
+		}
+		for _, crd := range src.(*dirSource).list() {
+			for _, v := range crd.Spec.Versions {
+				if _, err := s.compiled.get(crd, v.Name); err != nil {
+					return nil, fmt.Errorf("validator: %w", err)
+				}
+			}
+		}
+		s.src = src
+	default:
+		conn, err := grpcx.Dial(cfg.RegistryAddr)
+		if err != nil {
+			return nil, fmt.Errorf("validator: dial registry %s: %w", cfg.RegistryAddr, err)
+		}
+		cache := crdcache.New(registryv1.NewRegistryServiceClient(conn), log)
+		cache.OnChange(s.compiled.onChange)
+		runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		s.conn, s.cancel, s.done = conn, cancel, make(chan struct{})
+		go func() {
+			defer close(s.done)
+			cache.Run(runCtx)
+		}()
+		s.src = NewCacheSource(cache, cfg.CRDWaitTimeout)
+	}
+	return s, nil
+}
+
+// Register adds the ValidatorService to srv.
+func (s *Service) Register(srv *grpc.Server) {
+	validatorv1.RegisterValidatorServiceServer(srv, s)
+}
+
+// Ready reports whether the validator can admit objects (its CRD source is
+// synced).
+func (s *Service) Ready() error { return s.src.Ready() }
+
+// Close stops the CRD watch and closes the registry connection.
+func (s *Service) Close() error {
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+	}
+	if s.conn != nil {
+		return s.conn.Close()
+	}
+	return nil
+}
