@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -170,8 +171,14 @@ func getT(t *testing.T, name string) *CRD {
 	return decodeT(t, resp.GetObject())
 }
 
-// status returns the Kubernetes Status of a gRPC error.
-func status(err error) *metav1.Status { return kstatus.FromError(err) }
+// status returns the Kubernetes Status of a gRPC error (a 200 Success for
+// no error).
+func status(err error) *metav1.Status {
+	if err == nil {
+		return &metav1.Status{Status: metav1.StatusSuccess, Code: http.StatusOK}
+	}
+	return kstatus.FromError(err)
+}
 
 // eventually polls cond every 10ms until it holds or d passed.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
