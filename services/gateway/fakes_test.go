@@ -27,6 +27,7 @@ import (
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/registry/openapi"
 )
 
 // memKV is an in-memory revisioned key-value store with watches, the
@@ -503,6 +504,7 @@ func startFakes(t *testing.T) *fakeBackends {
 	srv := grpcx.NewServer()
 	storagev1.RegisterStorageServiceServer(srv, fb.storage)
 	registryv1.RegisterRegistryServiceServer(srv, fb.registry)
+	registryv1.RegisterOpenAPIServiceServer(srv, openapi.NewServer(openapi.New()))
 	validatorv1.RegisterValidatorServiceServer(srv, fb.validator)
 	converterv1.RegisterConverterServiceServer(srv, fb.converter)
 	lis := grpcx.ListenInProcess(name)
