@@ -29,6 +29,7 @@ import (
 	"github.com/crdplane/crdplane/services/gateway"
 	"github.com/crdplane/crdplane/services/gateway/localpki"
 	"github.com/crdplane/crdplane/services/registry"
+	"github.com/crdplane/crdplane/services/registry/leader"
 	"github.com/crdplane/crdplane/services/storage"
 	"github.com/crdplane/crdplane/services/validator"
 )
@@ -67,6 +68,9 @@ type Platform struct {
 
 var instances atomic.Int64
 
+// registryLeaseTTL is the registry leader election's lease TTL.
+const registryLeaseTTL = 5 * time.Second
+
 // Start starts every service and returns once the gateway serves.
 func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 	if cfg.ListenAddr == "" {
@@ -95,7 +99,16 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 	p.closers = append(p.closers, st.Close)
 	p.serve(runCtx, "storage", addr("storage"), st.Register, st.Ready)
 
-	reg, err := registry.New(runCtx, registry.Config{StorageAddr: addr("storage")})
+	// The registry's controllers run on the replica holding an etcd lease:
+	// in one process that is this one, but several platforms may share an
+	// external etcd. A short lease keeps a restart after a crash quick.
+	elector, err := leader.New(leader.Config{Client: st.Client(), LeaseTTL: registryLeaseTTL})
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	// The validator (started below; connections are made lazily) checks the
+	// CEL rules and defaults of CRD writes.
+	reg, err := registry.New(runCtx, registry.Config{StorageAddr: addr("storage"), ValidatorAddr: addr("validator"), Elector: elector})
 	if err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}

@@ -24,12 +24,22 @@ const usage = `crdplane: a Kubernetes-compatible API server for CustomResourceDe
 
 Usage:
   crdplane run [flags]    run every service in one process (embedded etcd)
+  crdplane migrate-storage --kubeconfig <path> [--crd <name>]
+                          rewrite stored objects at their CRD's storage version,
+                          then trim status.storedVersions
 
 Each service also has its own binary (crdplane-gateway, crdplane-registry,
 crdplane-validator, crdplane-converter, crdplane-storage).
 `
 
 func main() {
+	if len(os.Args) >= 2 && os.Args[1] == "migrate-storage" {
+		if err := migrateStorage(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "crdplane migrate-storage:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] != "run" {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)

@@ -1,11 +1,12 @@
 // Package app runs one crdplane service as a process: its gRPC server, the
-// gRPC health service, and an HTTP listener for /healthz, /readyz and /livez,
-// with graceful shutdown when the context ends.
+// gRPC health service, and an HTTP listener for /healthz, /readyz, /livez
+// and /metrics, with graceful shutdown when the context ends.
 package app
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/crdplane/crdplane/pkg/grpcx"
+	"github.com/crdplane/crdplane/pkg/metrics"
 )
 
 // Config describes how a service is served.
@@ -28,7 +30,7 @@ type Config struct {
 	Name string
 	// GRPCAddr is where the gRPC server listens: host:port or inproc://name.
 	GRPCAddr string
-	// HTTPAddr, when set, serves /healthz, /readyz and /livez.
+	// HTTPAddr, when set, serves /healthz, /readyz, /livez and /metrics.
 	HTTPAddr string
 	// Register adds the service's implementations to the gRPC server.
 	Register func(*grpc.Server)
@@ -81,12 +83,24 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Run serves cfg until ctx ends, then drains: readiness goes false, the gRPC
-// server stops gracefully (bounded by ShutdownGrace) and the HTTP listener
-// closes.
+// OpsHandler serves a process's operations endpoints: h's /healthz, /livez
+// and /readyz, and the Prometheus metrics of pkg/metrics at /metrics.
+func OpsHandler(h *Health) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.Handler())
+	mux.Handle("/", h)
+	return mux
+}
+
+// Run serves cfg until ctx ends, then drains: readiness goes false (HTTP
+// /readyz and the gRPC health service), server-streaming calls (watches) end
+// so that their clients move to another replica, in-flight unary calls
+// finish (bounded by ShutdownGrace), and the HTTP listener closes.
 func Run(ctx context.Context, cfg Config) error {
 	log := slog.Default().With("service", cfg.Name)
-	srv := grpcx.NewServer()
+	drainCtx, drain := context.WithCancel(context.Background())
+	defer drain()
+	srv := grpcx.NewServer(grpc.ChainStreamInterceptor(drainStreams(drainCtx)))
 	cfg.Register(srv)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
@@ -104,9 +118,9 @@ func Run(ctx context.Context, cfg Config) error {
 			lis.Close()
 			return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 		}
-		httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		httpSrv = &http.Server{Handler: OpsHandler(h), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = httpSrv.Serve(hl) }()
-		log.Info("health endpoints", "addr", hl.Addr().String())
+		log.Info("health and metrics endpoints", "addr", hl.Addr().String())
 	}
 
 	// Mirror readiness into the gRPC health service.
@@ -137,17 +151,26 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("%s gRPC server: %w", cfg.Name, err)
 	case <-ctx.Done():
 	}
+	log.Info("draining")
 	h.SetDraining()
 	hs.Shutdown()
 	grace := cfg.ShutdownGrace
 	if grace == 0 {
 		grace = 10 * time.Second
 	}
+	deadline := time.After(grace)
+	// No new calls from here on; health watchers are told NOT_SERVING,
+	// then the remaining streams (watches) end.
 	stopped := make(chan struct{})
 	go func() { srv.GracefulStop(); close(stopped) }()
 	select {
 	case <-stopped:
-	case <-time.After(grace):
+	case <-time.After(streamDrainDelay):
+	}
+	drain()
+	select {
+	case <-stopped:
+	case <-deadline:
 		srv.Stop()
 	}
 	if httpSrv != nil {
@@ -173,3 +196,47 @@ func SetupLogging(format, level string) {
 	}
 	slog.SetDefault(slog.New(h))
 }
+
+// ParseFlags parses a service binary's command line into fs, adding
+// --check-flags (parse the flags, then exit: deployment manifests are tested
+// with it). It reports whether the service should run: false with a nil error
+// after --check-flags. Positional arguments are refused (no crdplane binary
+// takes any, so one is a mistyped flag).
+func ParseFlags(fs *flag.FlagSet, args []string) (run bool, err error) {
+	check := fs.Bool("check-flags", false, "parse and check the flags, then exit without starting")
+	if err := fs.Parse(args); err != nil {
+		return false, err
+	}
+	if fs.NArg() > 0 {
+		return false, fmt.Errorf("unexpected argument %q (flags start with -)", fs.Arg(0))
+	}
+	return !*check, nil
+}
+
+// streamDrainDelay is how long streams keep going after readiness fails, so
+// that health watchers receive NOT_SERVING before their stream ends.
+const streamDrainDelay = 100 * time.Millisecond
+
+// drainStreams ends the server-streaming calls (watches) once drain is
+// cancelled: their handlers see their context cancelled and return, and the
+// clients, which re-watch on any end, pick another replica. Without it a
+// watch would hold the graceful stop until ShutdownGrace.
+func drainStreams(drain context.Context) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if info.IsClientStream || !info.IsServerStream {
+			return handler(srv, ss)
+		}
+		ctx, cancel := context.WithCancel(ss.Context())
+		defer cancel()
+		stop := context.AfterFunc(drain, cancel)
+		defer stop()
+		return handler(srv, drainingStream{ServerStream: ss, ctx: ctx})
+	}
+}
+
+type drainingStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s drainingStream) Context() context.Context { return s.ctx }

@@ -1,7 +1,8 @@
 // Package grpcx builds the gRPC servers and client connections crdplane
-// services use: OpenTelemetry on every hop, round-robin balancing across the
-// addresses a DNS name resolves to, and in-process connections
-// ("inproc://<name>") when several services run in one process.
+// services use: OpenTelemetry and Prometheus metrics on every hop,
+// round-robin balancing across the addresses a DNS name resolves to, and
+// in-process connections ("inproc://<name>") when several services run in
+// one process.
 package grpcx
 
 import (
@@ -21,10 +22,12 @@ import (
 // large list can be tens of MiB).
 const MaxMessageSize = 256 << 20
 
-// NewServer returns a gRPC server with tracing and the size limits crdplane uses.
+// NewServer returns a gRPC server with tracing, Prometheus metrics
+// (crdplane_grpc_server_*) and the size limits crdplane uses.
 func NewServer(opts ...grpc.ServerOption) *grpc.Server {
 	base := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+		grpc.StatsHandler(metricsHandler{serverMetrics}),
 		grpc.MaxRecvMsgSize(MaxMessageSize),
 		grpc.MaxSendMsgSize(MaxMessageSize),
 	}
@@ -62,12 +65,14 @@ func Listen(addr string) (net.Listener, error) {
 }
 
 // Dial returns a client connection to target: "inproc://<name>", a
-// "dns:///host:port" name (balanced round robin over its addresses) or a
-// plain host:port.
+// "dns:///host:port" name (balanced round robin over its addresses,
+// re-resolved every DNSRefreshInterval) or a plain host:port. Its calls
+// are traced and measured (crdplane_grpc_client_*).
 func Dial(target string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	base := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+		grpc.WithStatsHandler(metricsHandler{clientMetrics}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
 	}
@@ -82,6 +87,9 @@ func Dial(target string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 			return l.DialContext(ctx)
 		}))
 		target = "passthrough:///" + name
+	}
+	if strings.HasPrefix(target, "dns:") {
+		base = append(base, grpc.WithResolvers(newRefreshingDNS(DNSRefreshInterval)))
 	}
 	cc, err := grpc.NewClient(target, append(base, opts...)...)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	converterv1 "github.com/crdplane/crdplane/proto/crdplane/converter/v1"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	"github.com/crdplane/crdplane/services/converter/convert"
+	"github.com/crdplane/crdplane/services/converter/webhook"
 )
 
 // Config configures the converter service.
@@ -32,22 +33,27 @@ type Config struct {
 	// CRDWait bounds how long a request waits for the cache to reach the
 	// CRD generation it names.
 	CRDWait time.Duration
+	// Webhook configures webhook conversion (timeouts, coalescing,
+	// chunking, service endpoints).
+	Webhook webhook.Config
 }
 
 // RegisterFlags adds the service's flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RegistryAddr, "registry-addr", "localhost:7002", "registry gRPC address (CRDs are followed by watch)")
 	fs.DurationVar(&c.CRDWait, "crd-wait", 5*time.Second, "how long a request waits for the CRD generation it names to reach the local cache")
+	c.Webhook.RegisterFlags(fs)
 }
 
 // Service implements crdplane.converter.v1.ConverterService.
 type Service struct {
 	converterv1.UnimplementedConverterServiceServer
 
-	cfg    Config
-	conn   *grpc.ClientConn
-	crds   *crdcache.Cache
-	cancel context.CancelFunc
+	cfg     Config
+	conn    *grpc.ClientConn
+	crds    *crdcache.Cache
+	webhook *webhook.Converter
+	cancel  context.CancelFunc
 }
 
 // New dials the registry and starts following its CRD watch.
@@ -64,11 +70,17 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Service{
-		cfg:    cfg,
-		conn:   conn,
-		crds:   crdcache.New(registryv1.NewRegistryServiceClient(conn), slog.Default().With("service", "converter")),
-		cancel: cancel,
+		cfg:     cfg,
+		conn:    conn,
+		crds:    crdcache.New(registryv1.NewRegistryServiceClient(conn), slog.Default().With("service", "converter")),
+		webhook: webhook.New(cfg.Webhook),
+		cancel:  cancel,
 	}
+	s.crds.OnChange(func(old, new *crdcache.CRD) {
+		if new == nil && old != nil {
+			s.webhook.Forget(string(old.UID))
+		}
+	})
 	go s.crds.Run(ctx)
 	return s, nil
 }
@@ -84,11 +96,15 @@ func (s *Service) Ready() error {
 	return nil
 }
 
-// Close stops the CRD watch and closes the registry connection.
+// Close stops the CRD watch and closes the registry and webhook connections.
 func (s *Service) Close() error {
 	s.cancel()
+	s.webhook.Close()
 	return s.conn.Close()
 }
+
+// WebhookStats counts the conversion webhook calls made so far.
+func (s *Service) WebhookStats() webhook.Stats { return s.webhook.Stats() }
 
 // Convert converts every object to the desired apiVersion.
 func (s *Service) Convert(ctx context.Context, req *converterv1.ConvertRequest) (*converterv1.ConvertResponse, error) {
@@ -99,7 +115,7 @@ func (s *Service) Convert(ctx context.Context, req *converterv1.ConvertRequest) 
 	if err != nil {
 		return nil, kstatus.ToGRPC(apierrors.NewServiceUnavailable(err.Error()))
 	}
-	objs, err := ConvertObjects(crd, req.GetDesiredApiVersion(), req.GetObjects())
+	objs, err := ConvertObjects(ctx, s.webhook, crd, req.GetDesiredApiVersion(), req.GetObjects())
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
@@ -107,8 +123,9 @@ func (s *Service) Convert(ctx context.Context, req *converterv1.ConvertRequest) 
 }
 
 // ConvertObjects converts objects of crd to desiredAPIVersion with the CRD's
-// strategy. The desired version must be one of the CRD's versions.
-func ConvertObjects(crd *apiextensionsv1.CustomResourceDefinition, desiredAPIVersion string, objects [][]byte) ([][]byte, error) {
+// strategy (Webhook through wh; nil: unavailable). The desired version
+// must be one of the CRD's versions.
+func ConvertObjects(ctx context.Context, wh *webhook.Converter, crd *apiextensionsv1.CustomResourceDefinition, desiredAPIVersion string, objects [][]byte) ([][]byte, error) {
 	gv, err := schema.ParseGroupVersion(desiredAPIVersion)
 	if err != nil || gv.Group != crd.Spec.Group || !hasVersion(crd, gv.Version) {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid desired apiVersion %q for %s", desiredAPIVersion, crd.Name))
@@ -128,9 +145,13 @@ func ConvertObjects(crd *apiextensionsv1.CustomResourceDefinition, desiredAPIVer
 			out[i] = c
 		}
 		return out, nil
-	default:
-		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("conversion strategy %q of %s is not available on this server", strategy, crd.Name))
+	case apiextensionsv1.WebhookConverter:
+		if wh == nil {
+			break
+		}
+		return wh.Convert(ctx, crd, desiredAPIVersion, objects)
 	}
+	return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("conversion strategy %q of %s is not available on this server", strategy, crd.Name))
 }
 
 func hasVersion(crd *apiextensionsv1.CustomResourceDefinition, version string) bool {

@@ -39,6 +39,9 @@ type Config struct {
 
 	// MaxRequestBodyBytes bounds a request body (default 3 MiB).
 	MaxRequestBodyBytes int64
+	// RequestTimeout bounds every request but watches; a request's
+	// ?timeout can only shorten it (default 1m, as kube-apiserver).
+	RequestTimeout time.Duration
 	// MinRequestTimeout is the watch duration bound when the client gives
 	// no timeoutSeconds: a watch then lasts a random time between it and
 	// twice it (default 30m, as kube-apiserver).
@@ -68,6 +71,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.Int64Var(&c.MaxRequestBodyBytes, "max-request-body-bytes", DefaultMaxRequestBodyBytes, "largest accepted request body")
+	fs.DurationVar(&c.RequestTimeout, "request-timeout", DefaultRequestTimeout, "deadline of every request but watches (?timeout may shorten it)")
 	fs.DurationVar(&c.MinRequestTimeout, "min-request-timeout", 30*time.Minute, "watch duration when the client sets no timeoutSeconds (randomised up to twice this)")
 	fs.DurationVar(&c.CRDWait, "crd-wait", 5*time.Second, "how long a request waits for the CRD cache to catch up with the registry")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "bound on graceful shutdown")
@@ -76,6 +80,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 func (c *Config) setDefaults() {
 	if c.MaxRequestBodyBytes <= 0 {
 		c.MaxRequestBodyBytes = DefaultMaxRequestBodyBytes
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
 	}
 	if c.MinRequestTimeout <= 0 {
 		c.MinRequestTimeout = 30 * time.Minute

@@ -13,7 +13,11 @@ import (
 
 // convertObjects converts custom resources of r to apiVersion: None
 // conversion is an in-process apiVersion rewrite; Webhook conversion is one
-// call to the converter service for every object not already there.
+// call to the converter service for every object not already there (a
+// list in one call: the converter coalesces concurrent calls and chunks
+// large lists itself). The converter's errors (a Status: 500 InternalError
+// "conversion webhook for <gvk> failed: ..." as upstream) pass through
+// unchanged; an unreachable converter is 503.
 func (a *kubeAPI) convertObjects(ctx context.Context, r *resource, apiVersion string, objs [][]byte) ([][]byte, error) {
 	if len(objs) == 0 {
 		return objs, nil
@@ -21,6 +25,10 @@ func (a *kubeAPI) convertObjects(ctx context.Context, r *resource, apiVersion st
 	if !r.webhookConversion() {
 		out := make([][]byte, len(objs))
 		for i, o := range objs {
+			if c, ok := setAPIVersion(o, apiVersion); ok {
+				out[i] = c
+				continue
+			}
 			c, err := convert.None(o, apiVersion)
 			if err != nil {
 				return nil, apierrors.NewInternalError(fmt.Errorf("convert to %s: %w", apiVersion, err))
@@ -48,7 +56,7 @@ func (a *kubeAPI) convertObjects(ctx context.Context, r *resource, apiVersion st
 	}
 	resp, err := a.converter.Convert(ctx, &converterv1.ConvertRequest{Crd: r.crdRef(), DesiredApiVersion: apiVersion, Objects: pending})
 	if err != nil {
-		return nil, fmt.Errorf("convert to %s: %w", apiVersion, err)
+		return nil, err
 	}
 	if len(resp.GetObjects()) != len(pending) {
 		return nil, apierrors.NewInternalError(fmt.Errorf("converter returned %d objects for %d", len(resp.GetObjects()), len(pending)))

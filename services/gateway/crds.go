@@ -43,7 +43,7 @@ func writeOptions(dryRun []string, fieldManager, fieldValidation string) *regist
 	return &registryv1.WriteOptions{DryRun: isDryRun(dryRun), FieldManager: fieldManager, FieldValidation: fieldValidation}
 }
 
-func (a *kubeAPI) crdGet(ctx context.Context, req *gatewayv1.GetRequest, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crdGet(ctx context.Context, req *gatewayv1.GetRequest, out outputFormat, rm requestMeta) (*httpbody.HttpBody, error) {
 	if err := crdScope(req.GetNamespace()); err != nil {
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func (a *kubeAPI) crdGet(ctx context.Context, req *gatewayv1.GetRequest, out out
 	if err != nil {
 		return nil, err
 	}
-	return out.body(resp.GetObject()), nil
+	return respondObject(out, rm, resp.GetObject(), defaultPrinter)
 }
 
 func (a *kubeAPI) listCRDs(ctx context.Context, params listParams) (listPage, error) {
@@ -65,13 +65,16 @@ func (a *kubeAPI) listCRDs(ctx context.Context, params listParams) (listPage, er
 	if err := checkFieldSelector(opts.FieldSelector, func(f string) bool { return f == "metadata.name" }); err != nil {
 		return listPage{}, err
 	}
-	lo, err := storageListOptions(opts, schema.GroupKind{Group: crdGroup, Kind: crdResource}, nil)
+	lo, minRV, err := storageListOptions(opts, schema.GroupKind{Group: crdGroup, Kind: crdResource}, nil)
 	if err != nil {
 		return listPage{}, err
 	}
 	resp, err := a.registry.List(ctx, &registryv1.ListRequest{Options: lo})
 	if err != nil {
 		return listPage{}, err
+	}
+	if resp.GetResourceVersion() < minRV {
+		return listPage{}, errTooLargeRV(minRV, resp.GetResourceVersion())
 	}
 	return listPage{
 		items:           resp.GetObjects(),
@@ -81,18 +84,18 @@ func (a *kubeAPI) listCRDs(ctx context.Context, params listParams) (listPage, er
 	}, nil
 }
 
-func (a *kubeAPI) crdList(ctx context.Context, namespace string, params listParams, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crdList(ctx context.Context, namespace string, params listParams, out outputFormat, rm requestMeta) (*httpbody.HttpBody, error) {
 	if err := crdScope(namespace); err != nil {
 		return nil, err
 	}
 	page, err := a.listCRDs(ctx, params)
 	if err != nil {
-		return nil, err
+		return continueExpired(ctx, err, params.continueToken, out)
 	}
-	return out.body(renderList(crdAPIVersion, crdListKind, page)), nil
+	return respondList(out, rm, crdAPIVersion, crdListKind, page, defaultPrinter)
 }
 
-func (a *kubeAPI) crdWatch(ctx context.Context, namespace string, params listParams, stream gatewayv1.KubeAPIService_WatchServer) error {
+func (a *kubeAPI) crdWatch(ctx context.Context, namespace string, params listParams, stream gatewayv1.KubeAPIService_WatchServer, out outputFormat, rm requestMeta) error {
 	if err := crdScope(namespace); err != nil {
 		return err
 	}
@@ -109,6 +112,9 @@ func (a *kubeAPI) crdWatch(ctx context.Context, namespace string, params listPar
 	}
 	plan := planWatch(opts, rv, a.minRequestTimeout)
 	plan.apiVersion, plan.kind = crdAPIVersion, crdKind
+	if plan.transform, err = watchTransform(out, rm, defaultPrinter); err != nil {
+		return err
+	}
 	wreq := &registryv1.WatchRequest{
 		ResourceVersion:   plan.resourceVersion,
 		SendInitialEvents: plan.initialEvents,

@@ -48,7 +48,10 @@ func deleteOptions(body []byte, dryRun []string, grace *int64, propagation strin
 
 // Delete serves DELETE on one object.
 func (a *kubeAPI) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*httpbody.HttpBody, error) {
-	out := negotiateOutput(requestMetaFrom(ctx).accept, req.GetPretty())
+	out, err := writeOutput(requestMetaFrom(ctx), req.GetPretty())
+	if err != nil {
+		return reply(nil, err)
+	}
 	opts, err := deleteOptions(req.GetBody().GetData(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
 	if err != nil {
 		return reply(nil, err)
@@ -187,7 +190,10 @@ func withStatusTypeMeta(s *metav1.Status) *metav1.Status {
 // DeleteCollection serves DELETE on a collection: every selected object is
 // deleted as by Delete; the answer lists them as they were.
 func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCollectionRequest) (*httpbody.HttpBody, error) {
-	out := negotiateOutput(requestMetaFrom(ctx).accept, req.GetPretty())
+	out, err := writeOutput(requestMetaFrom(ctx), req.GetPretty())
+	if err != nil {
+		return reply(nil, err)
+	}
 	opts, err := deleteOptions(req.GetBody().GetData(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
 	if err != nil {
 		return reply(nil, err)

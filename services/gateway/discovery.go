@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"net/http"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
 	"google.golang.org/grpc"
@@ -52,6 +53,14 @@ func (a *kubeAPI) GetDiscovery(ctx context.Context, req *gatewayv1.GetDiscoveryR
 	ct := resp.GetContentType()
 	if ct == "" {
 		ct = contentTypeJSON
+	}
+	// The registry's ETag; a client that has the document gets a 304.
+	if etag := resp.GetEtag(); etag != "" {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(mdETag, etag))
+		if inm := metadata.ValueFromIncomingContext(ctx, "if-none-match"); len(inm) > 0 && inm[0] == etag {
+			setHTTPCode(ctx, http.StatusNotModified)
+			return &httpbody.HttpBody{ContentType: ct}, nil
+		}
 	}
 	return &httpbody.HttpBody{ContentType: ct, Data: resp.GetBody()}, nil
 }

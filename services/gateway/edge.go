@@ -3,11 +3,15 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -17,6 +21,9 @@ import (
 // DefaultMaxRequestBodyBytes is kube-apiserver's limit on a request body (3 MiB).
 const DefaultMaxRequestBodyBytes = 3 << 20
 
+// DefaultRequestTimeout is kube-apiserver's --request-timeout (1m).
+const DefaultRequestTimeout = time.Minute
+
 // edge is the thin HTTP layer in front of the grpc-gateway mux. It only
 // authenticates, enforces the body limit and rewrites "?watch=true" reads
 // onto the legacy /watch/ paths the Watch rpc is bound to; routing belongs
@@ -24,7 +31,9 @@ const DefaultMaxRequestBodyBytes = 3 << 20
 type edge struct {
 	tokens  *tokenSet
 	maxBody int64
-	next    http.Handler
+	// requestTimeout bounds every request but watches (default 60s).
+	requestTimeout time.Duration
+	next           http.Handler
 	// stopWatches ends every watch when cancelled (graceful shutdown), so
 	// that long-running streams do not hold the server open.
 	stopWatches context.Context
@@ -38,10 +47,6 @@ func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The credentials stop here; nothing behind the edge needs them.
 	r.Header.Del("Authorization")
 
-	if err := e.limitBody(r); err != nil {
-		writeStatus(w, kstatus.FromError(err))
-		return
-	}
 	if r.Method == http.MethodGet {
 		if u, ok := watchRewrite(r.URL); ok {
 			r2 := r.Clone(r.Context())
@@ -49,15 +54,91 @@ func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r2.RequestURI = u.RequestURI()
 			r = r2
 		}
-		if e.stopWatches != nil && isWatchPath(r.URL.Path) {
+	}
+	r.Header.Set(headerQuery, r.URL.RawQuery)
+
+	rc := http.NewResponseController(w)
+	if r.Method == http.MethodGet && isWatchPath(r.URL.Path) {
+		// Long-running: bounded by timeoutSeconds (or the watch timeout),
+		// ended by a graceful shutdown; no I/O deadline (an HTTP/1.1
+		// connection may carry one from an earlier request).
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Time{})
+		if e.stopWatches != nil {
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
 			stop := context.AfterFunc(e.stopWatches, cancel)
 			defer stop()
 			r = r.WithContext(ctx)
 		}
+		e.next.ServeHTTP(w, r)
+		return
+	}
+
+	// Every other request has a deadline, as kube-apiserver's: ?timeout
+	// when shorter than the request timeout, else the request timeout. It
+	// bounds reading the body, the work behind the edge (gRPC carries the
+	// deadline) and writing the response, so a slow client cannot hold a
+	// request forever.
+	max := e.requestTimeout
+	if max <= 0 {
+		max = DefaultRequestTimeout
+	}
+	timeout, err := requestTimeout(r.URL.Query().Get("timeout"), max)
+	if err != nil {
+		writeStatus(w, kstatus.FromError(err))
+		return
+	}
+	deadline := time.Now().Add(timeout)
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
+	defer cancel()
+	r = r.WithContext(ctx)
+	_ = rc.SetReadDeadline(deadline)
+	_ = rc.SetWriteDeadline(deadline.Add(writeGrace))
+	// The deadlines are the connection's on HTTP/1.1: the next request on
+	// it must not inherit them.
+	defer func() {
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Time{})
+	}()
+	if err := e.limitBody(r); err != nil {
+		if ctx.Err() != nil || isTimeout(err) {
+			err = errRequestTimeout()
+		}
+		writeStatus(w, kstatus.FromError(err))
+		return
 	}
 	e.next.ServeHTTP(w, r)
+}
+
+// writeGrace is how long past its deadline a response may take to write
+// (the 504 itself has to reach the client).
+const writeGrace = 5 * time.Second
+
+// requestTimeout is kube-apiserver's request deadline: a valid ?timeout
+// shorter than max (and not 0), else max; a malformed one is 400.
+func requestTimeout(param string, max time.Duration) (time.Duration, error) {
+	if param == "" {
+		return max, nil
+	}
+	d, err := time.ParseDuration(param)
+	if err != nil {
+		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid timeout specified in the request URL - %v", err))
+	}
+	if d > 0 && d < max {
+		return d, nil
+	}
+	return max, nil
+}
+
+// errRequestTimeout is kube-apiserver's 504 for a request past its deadline.
+func errRequestTimeout() error {
+	return apierrors.NewTimeoutError("request did not complete within the allotted timeout", 0)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // isWatchPath reports whether path is one of the legacy watch paths
@@ -84,6 +165,9 @@ func (e *edge) limitBody(r *http.Request) error {
 	data, err := io.ReadAll(io.LimitReader(r.Body, e.maxBody+1))
 	_ = r.Body.Close()
 	if err != nil {
+		if isTimeout(err) {
+			return err
+		}
 		return apierrors.NewBadRequest(fmt.Sprintf("unable to read request body: %v", err))
 	}
 	if int64(len(data)) > e.maxBody {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 
@@ -63,6 +64,9 @@ func errorHandler(ctx context.Context, mux *runtime.ServeMux, _ runtime.Marshale
 		}
 	}
 	s := kstatus.FromError(err)
+	if errors.Is(r.Context().Err(), context.DeadlineExceeded) {
+		s = kstatus.FromError(errRequestTimeout())
+	}
 	if s.Code >= 500 && r.Context().Err() == nil {
 		slog.Default().ErrorContext(ctx, "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}

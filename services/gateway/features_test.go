@@ -43,7 +43,7 @@ func TestStatusSubresource(t *testing.T) {
 		t.Fatalf("scale: %v", nf)
 	}
 	// The validator saw the status write as such.
-	calls := g.fakes.validator.requests()
+	calls := g.backends.Admits.Requests()
 	var sawStatus bool
 	for _, c := range calls {
 		if c.GetSubresource() == "status" && len(c.GetOldObject()) > 0 {
@@ -195,7 +195,20 @@ func TestCRDsThroughRegistry(t *testing.T) {
 	g.expect(http.StatusOK, "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crontabs.stable.example.com", nil)
 	g.expect(http.StatusNotFound, "GET", "/apis/apiextensions.k8s.io/v1/namespaces/x/customresourcedefinitions", nil)
 	g.expect(http.StatusOK, "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crontabs.stable.example.com", nil)
-	g.nextEvent(next, "DELETED", "crontabs.stable.example.com")
+	// The registry's finalizer updates the CRD (deletionTimestamp,
+	// Terminating) before it goes.
+	for {
+		ev, ok := next()
+		if !ok {
+			t.Fatal("watch ended before the CRD was deleted")
+		}
+		if ev.Type == "DELETED" {
+			break
+		}
+		if ev.Type != "MODIFIED" || str(meta(ev.Object)["name"]) != "crontabs.stable.example.com" {
+			t.Fatalf("unexpected event %s %v", ev.Type, meta(ev.Object)["name"])
+		}
+	}
 }
 
 func TestVersionDiscoveryHealth(t *testing.T) {
@@ -231,19 +244,12 @@ func TestVersionDiscoveryHealth(t *testing.T) {
 
 func TestCreateWhileCRDTerminating(t *testing.T) {
 	g := newTestGateway(t)
-	g.createCronTabCRD()
-	kv := g.fakes.registry.kv
-	const key = crdPrefix + "crontabs.stable.example.com"
-	data, rv, err := kv.get(key, crdGR, "crontabs.stable.example.com")
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd, _ := decodeObject(data)
-	meta(crd)["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-	b, _ := json.Marshal(crd)
-	if _, _, err := kv.update(key, b, rv, crdGR, "crontabs.stable.example.com"); err != nil {
-		t.Fatal(err)
-	}
+	// A finalizer of its own holds the CRD in Terminating once deleted.
+	crd := cronTabCRD()
+	meta(crd)["finalizers"] = []any{"example.com/hold"}
+	g.createCRD(crd)
+	const path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crontabs.stable.example.com"
+	g.expect(http.StatusOK, "DELETE", path, nil)
 	// The gateway's cache follows the registry's watch.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -261,4 +267,57 @@ func TestCreateWhileCRDTerminating(t *testing.T) {
 		t.Fatalf("%v", s["message"])
 	}
 	g.expect(http.StatusOK, "GET", crontabs, nil)
+	// Release the CRD.
+	g.expect(http.StatusOK, "PATCH", path, `{"metadata":{"finalizers":null}}`, "Content-Type", "application/merge-patch+json")
+}
+
+// TestGenerationAfterPruneAndDefault: generation compares the object as
+// admission left it (pruned, defaulted) with the old one as read back
+// (defaulted with the current schema), as upstream, whose decoder prunes and
+// defaults before the strategy compares; status writes never bump it.
+func TestGenerationAfterPruneAndDefault(t *testing.T) {
+	g := newTestGateway(t)
+	g.createCronTabCRD()
+	c := g.expect(http.StatusCreated, "POST", crontabs, cronTab("g", map[string]any{"replicas": 1}))
+	gen := func(o map[string]any) float64 { f, _ := meta(o)["generation"].(float64); return f }
+
+	// An unknown field is pruned: nothing changed, no bump.
+	u := g.expect(http.StatusOK, "PATCH", crontabs+"/g", `{"spec":{"bogus":1}}`, "Content-Type", "application/merge-patch+json")
+	if gen(u) != 1 || meta(u)["resourceVersion"] != meta(c)["resourceVersion"] {
+		t.Fatalf("pruned-only patch: generation %v rv %v (was %v)", gen(u), meta(u)["resourceVersion"], meta(c)["resourceVersion"])
+	}
+
+	// The CRD gains a default: the stored object lacks it, a metadata-only
+	// write defaults it in, and that is no spec change.
+	crd := cronTabCRD()
+	for _, v := range crd["spec"].(map[string]any)["versions"].([]any) {
+		sch := v.(map[string]any)["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)
+		spec := sch["properties"].(map[string]any)["spec"].(map[string]any)["properties"].(map[string]any)
+		spec["image"] = map[string]any{"type": "string", "default": "busybox"}
+	}
+	g.expect(http.StatusOK, "PATCH", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crontabs.stable.example.com",
+		map[string]any{"spec": map[string]any{"versions": crd["spec"].(map[string]any)["versions"]}}, "Content-Type", "application/merge-patch+json")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if c, _ := g.svc.crds.Get("crontabs.stable.example.com"); c != nil && c.Generation == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("gateway never saw the CRD's second generation")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	l := g.expect(http.StatusOK, "PATCH", crontabs+"/g", `{"metadata":{"labels":{"a":"b"}}}`, "Content-Type", "application/merge-patch+json")
+	if gen(l) != 1 || l["spec"].(map[string]any)["image"] != "busybox" {
+		t.Fatalf("defaulting write: generation %v spec %v", gen(l), l["spec"])
+	}
+	// A real spec change bumps it; a status write does not.
+	s := g.expect(http.StatusOK, "PATCH", crontabs+"/g", `{"spec":{"replicas":2}}`, "Content-Type", "application/merge-patch+json")
+	if gen(s) != 2 {
+		t.Fatalf("spec change: generation %v", gen(s))
+	}
+	st := g.expect(http.StatusOK, "PATCH", crontabs+"/g/status", `{"status":{"phase":"Running"},"spec":{"replicas":3}}`, "Content-Type", "application/merge-patch+json")
+	if gen(st) != 2 || st["spec"].(map[string]any)["replicas"] != float64(2) {
+		t.Fatalf("status write: generation %v spec %v", gen(st), st["spec"])
+	}
 }

@@ -10,29 +10,31 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crdplane/crdplane/services/gateway/internal/backendtest"
 )
 
 const testToken = "test-token"
 
-// testGateway is a gateway over fake backends, served by httptest.
+// testGateway is a gateway over the real backend services (storage on an
+// embedded etcd, registry, validator, converter), served by httptest.
 type testGateway struct {
-	t     *testing.T
-	svc   *Service
-	srv   *httptest.Server
-	fakes *fakeBackends
+	t        *testing.T
+	svc      *Service
+	srv      *httptest.Server
+	backends *backendtest.Backends
 }
 
-func newTestGateway(t *testing.T) *testGateway {
+func newTestGateway(t *testing.T, opts ...backendtest.Options) *testGateway {
 	t.Helper()
-	fb := startFakes(t)
-	ctx := context.Background()
-	svc, err := New(ctx, Config{
-		RegistryAddr:  fb.addr,
-		ValidatorAddr: fb.addr,
-		StorageAddr:   fb.addr,
-		ConverterAddr: fb.addr,
+	b := backendtest.Start(t, opts...)
+	svc, err := New(context.Background(), Config{
+		RegistryAddr:  b.RegistryAddr,
+		ValidatorAddr: b.ValidatorAddr,
+		StorageAddr:   b.StorageAddr,
+		ConverterAddr: b.ConverterAddr,
 		Tokens:        []string{testToken},
-		CRDWait:       2 * time.Second,
+		CRDWait:       5 * time.Second,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -40,7 +42,7 @@ func newTestGateway(t *testing.T) *testGateway {
 	t.Cleanup(func() { _ = svc.Close() })
 	srv := httptest.NewServer(svc.Handler())
 	t.Cleanup(srv.Close)
-	g := &testGateway{t: t, svc: svc, srv: srv, fakes: fb}
+	g := &testGateway{t: t, svc: svc, srv: srv, backends: b}
 	g.waitReady()
 	return g
 }
@@ -112,9 +114,27 @@ func (g *testGateway) expect(code int, method, path string, body any, header ...
 	return out
 }
 
+// cronTabSchema is the structural schema of both test versions: spec
+// fields (replicas at most 10), status.phase; unknown fields are pruned.
+func cronTabSchema() map[string]any {
+	str := map[string]any{"type": "string"}
+	return map[string]any{"openAPIV3Schema": map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"spec": map[string]any{"type": "object", "properties": map[string]any{
+				"cronSpec": str, "image": str, "color": str, "size": str,
+				"replicas": map[string]any{"type": "integer", "maximum": 10},
+			}},
+			"status": map[string]any{"type": "object", "properties": map[string]any{"phase": str}},
+		},
+	}}
+}
+
 // cronTabCRD is the CRD of the tests: namespaced crontabs with v1
 // (storage, status subresource, selectable .spec.color) and v1beta1
-// (served, deprecated).
+// (served, deprecated, the same schema and selectable field: upstream
+// hoists identical per-version settings to the top level and then refuses
+// per-version selectable fields next to a top-level schema).
 func cronTabCRD() map[string]any {
 	return map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1",
@@ -127,24 +147,45 @@ func cronTabCRD() map[string]any {
 			"versions": []any{
 				map[string]any{
 					"name": "v1", "served": true, "storage": true,
-					"schema":           map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+					"schema":           cronTabSchema(),
 					"subresources":     map[string]any{"status": map[string]any{}},
 					"selectableFields": []any{map[string]any{"jsonPath": ".spec.color"}},
 				},
 				map[string]any{
 					"name": "v1beta1", "served": true, "storage": false, "deprecated": true,
-					"schema":       map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-					"subresources": map[string]any{"status": map[string]any{}},
+					"schema":           cronTabSchema(),
+					"subresources":     map[string]any{"status": map[string]any{}},
+					"selectableFields": []any{map[string]any{"jsonPath": ".spec.color"}},
 				},
 			},
 		},
 	}
 }
 
-// createCronTabCRD creates the CRD and waits until the gateway serves it.
+// createCronTabCRD creates the CRD (requests for its resource wait until
+// the gateway serves it).
 func (g *testGateway) createCronTabCRD() {
 	g.t.Helper()
-	g.expect(http.StatusCreated, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", cronTabCRD())
+	g.createCRD(cronTabCRD())
+}
+
+// createCRD creates a CRD and waits until the registry reports it
+// Established.
+func (g *testGateway) createCRD(crd map[string]any) {
+	g.t.Helper()
+	g.expect(http.StatusCreated, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+	name := str(meta(crd)["name"])
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, body := g.do("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"+name, nil)
+		if resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"type":"Established","status":"True"`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("CRD %s never Established: %d %s", name, resp.StatusCode, body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func cronTab(name string, spec map[string]any) map[string]any {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -28,6 +29,10 @@ const (
 	mdUserAgent = "x-kube-user-agent"
 	// mdHost carries the Host the client used (grpc-gateway sets it).
 	mdHost = "x-forwarded-host"
+	// mdQuery carries the request's raw query (parameters the rpc
+	// messages do not declare, such as includeObject); the edge sets it
+	// from the URL as headerQuery.
+	mdQuery = "x-kube-query"
 	// mdHTTPCode is response header metadata: the HTTP status to answer with
 	// when it is not 200.
 	mdHTTPCode = "x-http-code"
@@ -50,6 +55,10 @@ func incomingHeader(key string) (string, bool) {
 		return mdContentType, true
 	case "User-Agent":
 		return mdUserAgent, true
+	case headerQuery:
+		return mdQuery, true
+	case "If-None-Match":
+		return "if-none-match", true
 	}
 	return "", false
 }
@@ -94,12 +103,23 @@ func forwardHTTPCode(ctx context.Context, w http.ResponseWriter, resp proto.Mess
 	return nil
 }
 
+// headerQuery is the internal header the edge copies the raw query into
+// (a client's own is dropped).
+const headerQuery = "X-Crdplane-Query"
+
 // requestMeta is what KubeAPIService learns about the HTTP request.
 type requestMeta struct {
 	accept      string
 	contentType string
 	userAgent   string
 	host        string
+	rawQuery    string
+}
+
+// query is the request's query parameters.
+func (m requestMeta) query() url.Values {
+	q, _ := url.ParseQuery(m.rawQuery)
+	return q
 }
 
 func requestMetaFrom(ctx context.Context) requestMeta {
@@ -115,6 +135,7 @@ func requestMetaFrom(ctx context.Context) requestMeta {
 		contentType: first(mdContentType),
 		userAgent:   first(mdUserAgent),
 		host:        first(mdHost),
+		rawQuery:    first(mdQuery),
 	}
 }
 

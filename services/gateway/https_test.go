@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/crdplane/crdplane/pkg/telemetry"
+	"github.com/crdplane/crdplane/services/gateway/internal/backendtest"
 	"github.com/crdplane/crdplane/services/gateway/localpki"
 )
 
@@ -42,9 +43,9 @@ func TestServeHTTPS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fb := startFakes(t)
+	b := backendtest.Start(t)
 	svc, err := New(t.Context(), Config{
-		ListenAddr: "127.0.0.1:0", RegistryAddr: fb.addr, ValidatorAddr: fb.addr, StorageAddr: fb.addr,
+		ListenAddr: "127.0.0.1:0", RegistryAddr: b.RegistryAddr, ValidatorAddr: b.ValidatorAddr, StorageAddr: b.StorageAddr,
 		Tokens: []string{testToken}, TLSCert: &cert, ShutdownGrace: time.Second,
 	})
 	if err != nil {

@@ -34,6 +34,7 @@ type kubeAPI struct {
 
 	crds      *crdcache.Cache
 	crdEvents *crdEvents
+	schemas   schemaCache
 
 	ready             func() error
 	minRequestTimeout time.Duration

@@ -114,18 +114,19 @@ func parseRV(gk schema.GroupKind, rv string) (int64, error) {
 	return int64(n), nil
 }
 
-// storageListOptions maps validated list options to the backends' form.
-// A resourceVersion is read exactly only when the client asks for that
-// (resourceVersionMatch=Exact, or a paginated read at a version, as
-// kube-apiserver's legacy semantics); otherwise the newest state serves
-// "not older than".
-func storageListOptions(opts *metainternalversion.ListOptions, gk schema.GroupKind, selectable []string) (*commonv1.ListOptions, error) {
+// storageListOptions maps validated list options to the backends' form,
+// with kube-apiserver's resourceVersion semantics: a revision is read
+// exactly when the client asks for that (resourceVersionMatch=Exact, or a
+// paginated read at a revision, the legacy semantics); otherwise the
+// newest state serves, and minRV is the revision it must not be older
+// than ("Not older than"; a revision not reached yet is 504).
+func storageListOptions(opts *metainternalversion.ListOptions, gk schema.GroupKind, selectable []string) (_ *commonv1.ListOptions, minRV int64, _ error) {
 	rv, err := parseRV(gk, opts.ResourceVersion)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if opts.Continue != "" && opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
-		return nil, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
+		return nil, 0, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
 	}
 	exact := opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact ||
 		(opts.ResourceVersionMatch == "" && opts.Limit > 0 && rv > 0)
@@ -136,6 +137,8 @@ func storageListOptions(opts *metainternalversion.ListOptions, gk schema.GroupKi
 	}
 	if exact {
 		out.ResourceVersion = rv
+	} else {
+		minRV = rv
 	}
 	if opts.LabelSelector != nil && !opts.LabelSelector.Empty() {
 		out.LabelSelector = opts.LabelSelector.String()
@@ -143,5 +146,5 @@ func storageListOptions(opts *metainternalversion.ListOptions, gk schema.GroupKi
 	if opts.FieldSelector != nil && !opts.FieldSelector.Empty() {
 		out.FieldSelector = opts.FieldSelector.String()
 	}
-	return out, nil
+	return out, minRV, nil
 }

@@ -2,7 +2,11 @@ package gateway
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
+	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 )
@@ -37,12 +42,14 @@ func storageErr(err error, gr schema.GroupResource, name string) error {
 }
 
 // checkSubresource accepts the main resource and, where the version has
-// one, the status subresource; anything else is 404 as upstream.
+// them, the status and scale subresources; anything else is 404 as upstream.
 func checkSubresource(r *resource, sub, name string) error {
 	switch {
 	case sub == "":
 		return nil
 	case sub == "status" && r.hasStatus:
+		return nil
+	case sub == "scale" && r.scale != nil:
 		return nil
 	}
 	return apierrors.NewNotFound(r.groupResource(), name)
@@ -57,16 +64,20 @@ func (a *kubeAPI) getStored(ctx context.Context, r *resource, namespace, name st
 	return resp.GetObject(), nil
 }
 
-// Get serves GET on one object (and its status subresource).
+// Get serves GET on one object (and its status and scale subresources).
 func (a *kubeAPI) Get(ctx context.Context, req *gatewayv1.GetRequest) (*httpbody.HttpBody, error) {
-	out := negotiateOutput(requestMetaFrom(ctx).accept, req.GetPretty())
-	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
-		return reply(a.crdGet(ctx, req, out))
+	rm := requestMetaFrom(ctx)
+	out, err := negotiateOutput(rm, req.GetPretty())
+	if err != nil {
+		return reply(nil, err)
 	}
-	return reply(a.crGet(ctx, req, out))
+	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
+		return reply(a.crdGet(ctx, req, out, rm))
+	}
+	return reply(a.crGet(ctx, req, out, rm))
 }
 
-func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out outputFormat, rm requestMeta) (*httpbody.HttpBody, error) {
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeObject)
 	if err != nil {
 		return nil, err
@@ -74,21 +85,132 @@ func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out outp
 	if err := checkSubresource(r, req.GetSubresource(), req.GetName()); err != nil {
 		return nil, err
 	}
-	addWarnings(ctx, r.warnings...)
-	stored, err := a.getStored(ctx, r, req.GetNamespace(), req.GetName())
+	minRV, err := parseRV(schema.GroupKind{Group: r.group, Kind: r.plural}, req.GetResourceVersion())
 	if err != nil {
 		return nil, err
 	}
-	obj, err := a.convertOne(ctx, r, r.apiVersion(), stored)
+	addWarnings(ctx, r.warnings...)
+	resp, err := a.storage.Get(ctx, &storagev1.GetRequest{Key: r.objectKey(req.GetNamespace(), req.GetName())})
+	if err != nil {
+		return nil, storageErr(err, r.groupResource(), req.GetName())
+	}
+	if minRV > resp.GetResourceVersion() {
+		// "Not older than": the object has not changed since, unless the
+		// revision asked for is still to come.
+		if err := a.checkRevisionReached(ctx, r, minRV); err != nil {
+			return nil, err
+		}
+	}
+	obj, err := a.convertOne(ctx, r, r.apiVersion(), resp.GetObject())
 	if err != nil {
 		return nil, err
+	}
+	if req.GetSubresource() == "scale" {
+		return a.scaleGet(r, out, rm, obj)
+	}
+	return respondObject(out, rm, obj, func() *tablePrinter { return newColumnPrinter(printerColumns(r.crd, r.version)) })
+}
+
+// checkRevisionReached answers 504 (upstream's "Too large resource
+// version") when etcd has not reached revision rv yet.
+func (a *kubeAPI) checkRevisionReached(ctx context.Context, r *resource, rv int64) error {
+	_, err := a.storage.List(ctx, &storagev1.ListRequest{Prefix: r.collectionKey(""), Options: &commonv1.ListOptions{Limit: 1, ResourceVersion: rv}})
+	if err == nil || kstatus.FromError(err).Reason == metav1.StatusReasonExpired {
+		return nil
+	}
+	return err
+}
+
+// errTooLargeRV is upstream's answer for a read at a revision not reached yet.
+func errTooLargeRV(asked, current int64) error {
+	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", asked, current), 1)
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+	return err
+}
+
+// respondObject renders one object (JSON at the request version) in the
+// negotiated format; printer gives its table columns.
+func respondObject(out outputFormat, rm requestMeta, obj []byte, printer func() *tablePrinter) (*httpbody.HttpBody, error) {
+	switch out.as {
+	case asTable:
+		opts, err := tableOptions(rm.query())
+		if err != nil {
+			return nil, err
+		}
+		tw := &tableWriter{printer: printer(), opts: opts, gv: out.asGV}
+		doc, err := tw.table([][]byte{obj}, metav1.ListMeta{ResourceVersion: objectResourceVersion(obj)})
+		if err != nil {
+			return nil, err
+		}
+		return out.body(doc), nil
+	case asPartialObjectMetadata:
+		o, err := decodeObject(obj)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		doc, err := partialObjectMetadata(o, out.asGV)
+		if err != nil {
+			return nil, err
+		}
+		return out.body(doc), nil
+	case asPartialObjectMetadataList:
+		return nil, errNotAcceptableConversion("you requested PartialObjectMetadataList, but the requested object is not a list (*unstructured.Unstructured)")
 	}
 	return out.body(obj), nil
 }
 
+// respondList renders a list page (items JSON at the request version).
+func respondList(out outputFormat, rm requestMeta, apiVersion, listKind string, page listPage, printer func() *tablePrinter) (*httpbody.HttpBody, error) {
+	switch out.as {
+	case asTable:
+		opts, err := tableOptions(rm.query())
+		if err != nil {
+			return nil, err
+		}
+		tw := &tableWriter{printer: printer(), opts: opts, gv: out.asGV}
+		doc, err := tw.table(page.items, page.listMeta())
+		if err != nil {
+			return nil, err
+		}
+		return out.body(doc), nil
+	case asPartialObjectMetadataList:
+		doc, err := partialObjectMetadataList(page, out.asGV)
+		if err != nil {
+			return nil, err
+		}
+		return out.body(doc), nil
+	case asPartialObjectMetadata:
+		return nil, errNotAcceptableConversion("you requested PartialObjectMetadata, but the requested object is a list (*unstructured.UnstructuredList)")
+	}
+	return out.body(renderList(apiVersion, listKind, page)), nil
+}
+
+// errNotAcceptableConversion is upstream's 406 for a transformation the
+// response cannot take.
+func errNotAcceptableConversion(msg string) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable, Message: msg,
+	}}
+}
+
+// objectResourceVersion reads metadata.resourceVersion without decoding the rest.
+func objectResourceVersion(obj []byte) string {
+	var m struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(obj, &m)
+	return m.Metadata.ResourceVersion
+}
+
 // List serves GET on a collection.
 func (a *kubeAPI) List(ctx context.Context, req *gatewayv1.ListRequest) (*httpbody.HttpBody, error) {
-	out := negotiateOutput(requestMetaFrom(ctx).accept, req.GetPretty())
+	rm := requestMetaFrom(ctx)
+	out, err := negotiateOutput(rm, req.GetPretty())
+	if err != nil {
+		return reply(nil, err)
+	}
 	params := listParams{
 		labelSelector:        req.GetLabelSelector(),
 		fieldSelector:        req.GetFieldSelector(),
@@ -99,25 +221,79 @@ func (a *kubeAPI) List(ctx context.Context, req *gatewayv1.ListRequest) (*httpbo
 		sendInitialEvents:    req.SendInitialEvents,
 	}
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
-		return reply(a.crdList(ctx, req.GetNamespace(), params, out))
+		return reply(a.crdList(ctx, req.GetNamespace(), params, out, rm))
 	}
-	return reply(a.crList(ctx, req, params, out))
+	return reply(a.crList(ctx, req, params, out, rm))
 }
 
-func (a *kubeAPI) crList(ctx context.Context, req *gatewayv1.ListRequest, params listParams, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crList(ctx context.Context, req *gatewayv1.ListRequest, params listParams, out outputFormat, rm requestMeta) (*httpbody.HttpBody, error) {
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeCollection)
 	if err != nil {
 		return nil, err
 	}
 	page, err := a.listStored(ctx, r, req.GetNamespace(), params)
 	if err != nil {
-		return nil, err
+		return continueExpired(ctx, err, params.continueToken, out)
 	}
 	addWarnings(ctx, r.warnings...)
 	if page.items, err = a.convertObjects(ctx, r, r.apiVersion(), page.items); err != nil {
 		return nil, err
 	}
-	return out.body(renderList(r.apiVersion(), r.listKind, page)), nil
+	return respondList(out, rm, r.apiVersion(), r.listKind, page, func() *tablePrinter { return newColumnPrinter(printerColumns(r.crd, r.version)) })
+}
+
+// inconsistentContinue is upstream's message for a continue token whose
+// revision etcd has compacted.
+const inconsistentContinue = "The provided continue parameter is too old to display a consistent list result. " +
+	"You can start a new list without the continue parameter, or use the continue token in this response to " +
+	"retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - " +
+	"objects that were created, modified, or deleted between the time the first chunk was returned and now may " +
+	"show up in the list."
+
+// continueExpired answers a list error: a continue token whose revision
+// is compacted away is upstream's 410 carrying, in metadata.continue, a
+// token that continues at the same key from the latest revision (rv -1);
+// anything else is returned as is.
+func continueExpired(ctx context.Context, err error, token string, out outputFormat) (*httpbody.HttpBody, error) {
+	s := kstatus.FromError(err)
+	if token == "" || s.Reason != metav1.StatusReasonExpired {
+		return nil, err
+	}
+	latest, ok := continueAtLatest(token)
+	if !ok {
+		return nil, err
+	}
+	st := &metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired,
+		Message: inconsistentContinue, ListMeta: metav1.ListMeta{Continue: latest},
+	}
+	// The Status carries list metadata, which a gRPC error cannot: it is
+	// the response body, with its code.
+	setHTTPCode(ctx, http.StatusGone)
+	return &httpbody.HttpBody{ContentType: contentTypeJSON, Data: statusJSON(st, out.pretty)}, nil
+}
+
+// continueAtLatest rewrites an (upstream format) continue token to
+// continue at its key from the latest revision.
+func continueAtLatest(token string) (string, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return "", false
+	}
+	var c struct {
+		APIVersion      string `json:"v"`
+		ResourceVersion int64  `json:"rv"`
+		StartKey        string `json:"start"`
+	}
+	if err := json.Unmarshal(raw, &c); err != nil || c.StartKey == "" {
+		return "", false
+	}
+	c.ResourceVersion = -1
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", false
+	}
+	return base64.RawURLEncoding.EncodeToString(b), true
 }
 
 // listStored reads one page of a collection at the storage version.
@@ -129,13 +305,16 @@ func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string,
 	if err := checkFieldSelector(opts.FieldSelector, r.fieldAllowed); err != nil {
 		return listPage{}, err
 	}
-	lo, err := storageListOptions(opts, schema.GroupKind{Group: r.group, Kind: r.plural}, r.selectableFields)
+	lo, minRV, err := storageListOptions(opts, schema.GroupKind{Group: r.group, Kind: r.plural}, r.selectableFields)
 	if err != nil {
 		return listPage{}, err
 	}
 	resp, err := a.storage.List(ctx, &storagev1.ListRequest{Prefix: r.collectionKey(namespace), Options: lo})
 	if err != nil {
 		return listPage{}, err
+	}
+	if resp.GetResourceVersion() < minRV {
+		return listPage{}, errTooLargeRV(minRV, resp.GetResourceVersion())
 	}
 	return listPage{
 		items:           resp.GetObjects(),
@@ -159,11 +338,15 @@ func (a *kubeAPI) Watch(req *gatewayv1.WatchRequest, stream gatewayv1.KubeAPISer
 		sendInitialEvents:    req.SendInitialEvents,
 		watch:                true,
 	}
-	var err error
+	rm := requestMetaFrom(ctx)
+	out, err := watchOutput(rm)
+	if err != nil {
+		return failWatch(ctx, stream, err)
+	}
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
-		err = a.crdWatch(ctx, req.GetNamespace(), params, stream)
+		err = a.crdWatch(ctx, req.GetNamespace(), params, stream, out, rm)
 	} else {
-		err = a.crWatch(ctx, req, params, stream)
+		err = a.crWatch(ctx, req, params, stream, out, rm)
 	}
 	if err != nil {
 		return failWatch(ctx, stream, err)
@@ -187,7 +370,7 @@ func failWatch(ctx context.Context, stream gatewayv1.KubeAPIService_WatchServer,
 	return nil
 }
 
-func (a *kubeAPI) crWatch(ctx context.Context, req *gatewayv1.WatchRequest, params listParams, stream gatewayv1.KubeAPIService_WatchServer) error {
+func (a *kubeAPI) crWatch(ctx context.Context, req *gatewayv1.WatchRequest, params listParams, stream gatewayv1.KubeAPIService_WatchServer, out outputFormat, rm requestMeta) error {
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeCollection)
 	if err != nil {
 		return err
@@ -207,6 +390,9 @@ func (a *kubeAPI) crWatch(ctx context.Context, req *gatewayv1.WatchRequest, para
 	plan.apiVersion, plan.kind = r.apiVersion(), r.kind
 	plan.convert = func(ctx context.Context, obj []byte) ([]byte, error) {
 		return a.convertOne(ctx, r, r.apiVersion(), obj)
+	}
+	if plan.transform, err = watchTransform(out, rm, func() *tablePrinter { return newColumnPrinter(printerColumns(r.crd, r.version)) }); err != nil {
+		return err
 	}
 	wreq := &storagev1.WatchRequest{
 		Prefix:            r.collectionKey(req.GetNamespace()),

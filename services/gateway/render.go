@@ -3,11 +3,13 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"mime"
+	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/munnerz/goautoneg"
 	"google.golang.org/genproto/googleapis/api/httpbody"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -16,32 +18,89 @@ import (
 
 const contentTypeYAML = "application/yaml"
 
+// Transformations a client can ask for with Accept parameters
+// (as=<kind>;g=meta.k8s.io;v=<version>).
+const (
+	asTable                     = "Table"
+	asPartialObjectMetadata     = "PartialObjectMetadata"
+	asPartialObjectMetadataList = "PartialObjectMetadataList"
+)
+
 // outputFormat is the negotiated response encoding.
 type outputFormat struct {
 	yaml   bool
 	pretty bool
+	// as is a transformation of the response (asTable, ...); asGV its
+	// group/version (meta.k8s.io/v1 or meta.k8s.io/v1beta1).
+	as   string
+	asGV string
 }
 
-// negotiateOutput picks JSON unless the client asks for YAML only (JSON,
-// */* or any unknown type gets JSON, which every Kubernetes client reads).
-func negotiateOutput(accept string, pretty bool) outputFormat {
-	out := outputFormat{pretty: pretty}
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
+// errNotAcceptable is kube-apiserver's 406 when no Accept clause can be
+// served.
+func errNotAcceptable() error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusNotAcceptable,
+		Reason:  metav1.StatusReasonNotAcceptable,
+		Message: "only the following media types are accepted: " + contentTypeJSON + ", " + contentTypeYAML,
+	}}
+}
+
+// negotiateOutput picks the response encoding from Accept as
+// kube-apiserver does for custom resources: the first clause (in
+// preference order) naming JSON or YAML (or a wildcard, meaning JSON)
+// whose transformation, if any, is served — Table (JSON or YAML) and
+// PartialObjectMetadata[List] of meta.k8s.io v1 or v1beta1. No Accept is
+// JSON; nothing acceptable is 406. pretty comes from ?pretty, the Accept
+// parameter pretty=1, or a human client's User-Agent (curl, Wget, browsers).
+func negotiateOutput(rm requestMeta, pretty bool) (outputFormat, error) {
+	out := outputFormat{pretty: pretty || humanAgent(rm.userAgent)}
+	if strings.TrimSpace(rm.accept) == "" {
+		return out, nil
+	}
+	for _, c := range goautoneg.ParseAccept(rm.accept) {
+		var yml bool
+		switch {
+		case c.Type == "application" && c.SubType == "json", c.Type == "application" && c.SubType == "*", c.Type == "*" && c.SubType == "*":
+		case c.Type == "application" && c.SubType == "yaml":
+			yml = true
+		default:
 			continue
 		}
-		switch mt {
-		case contentTypeJSON, "*/*", "application/*":
-			if params["as"] == "" {
-				return out
-			}
-		case contentTypeYAML:
-			out.yaml = true
-			return out
+		f := out
+		f.yaml = yml
+		if c.Params["pretty"] == "1" {
+			f.pretty = true
 		}
+		as, g, v := c.Params["as"], c.Params["g"], c.Params["v"]
+		if as != "" || g != "" || v != "" {
+			if g != metav1.GroupName || (v != "v1" && v != "v1beta1") {
+				continue
+			}
+			switch as {
+			case asTable, asPartialObjectMetadata, asPartialObjectMetadataList:
+			default:
+				continue
+			}
+			f.as, f.asGV = as, g+"/"+v
+		}
+		return f, nil
 	}
-	return out
+	return out, errNotAcceptable()
+}
+
+// humanAgent reports clients kube-apiserver pretty-prints for.
+func humanAgent(ua string) bool {
+	return strings.HasPrefix(ua, "curl") || strings.HasPrefix(ua, "Wget") || strings.HasPrefix(ua, "Mozilla/5.0")
+}
+
+// writeOutput negotiates the response of a write: the object itself
+// (a transformation asked for is not applied to write responses).
+func writeOutput(rm requestMeta, pretty bool) (outputFormat, error) {
+	f, err := negotiateOutput(rm, pretty)
+	f.as, f.asGV = "", ""
+	return f, err
 }
 
 // encode renders a JSON document in the negotiated format.

@@ -44,6 +44,8 @@ type resource struct {
 	storageVersion string
 	// hasStatus is set when the request version has a status subresource.
 	hasStatus bool
+	// scale is the request version's scale subresource (nil: none).
+	scale *apiextensionsv1.CustomResourceSubresourceScale
 	// selectableFields are the version's selectable field paths ("spec.color").
 	selectableFields []string
 	// terminating is set while the CRD is being deleted.
@@ -234,8 +236,9 @@ func newResource(crd *apiextensionsv1.CustomResourceDefinition, ver string) (*re
 	if v == nil {
 		return nil, errNotFound()
 	}
-	if sub, err := apihelpers.GetSubresourcesForVersion(crd, ver); err == nil && sub != nil && sub.Status != nil {
-		r.hasStatus = true
+	if sub, err := apihelpers.GetSubresourcesForVersion(crd, ver); err == nil && sub != nil {
+		r.hasStatus = sub.Status != nil
+		r.scale = sub.Scale
 	}
 	for _, f := range v.SelectableFields {
 		r.selectableFields = append(r.selectableFields, strings.TrimPrefix(f.JSONPath, "."))

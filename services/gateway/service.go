@@ -2,9 +2,7 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,7 +27,7 @@ import (
 )
 
 // Service is one gateway: the HTTPS Kubernetes API in front of
-// KubeAPIService, which it serves on an in-process gRPC server.
+// KubeAPIService, which grpc-gateway calls in-process.
 type Service struct {
 	cfg Config
 	log *slog.Logger
@@ -37,8 +35,6 @@ type Service struct {
 	conns   []*grpc.ClientConn
 	crds    *crdcache.Cache
 	api     *kubeAPI
-	grpcSrv *grpc.Server
-	self    *grpc.ClientConn
 	handler http.Handler
 
 	lis    net.Listener // HTTPS, bound by New
@@ -134,29 +130,16 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		log:               log,
 	}
 
-	// KubeAPIService on its own in-process gRPC server; grpc-gateway is
-	// its client (the in-process HandlerServer registration cannot stream
-	// Watch).
-	s.grpcSrv = grpcx.NewServer()
-	gatewayv1.RegisterKubeAPIServiceServer(s.grpcSrv, s.api)
-	inprocName := "crdplane-gateway-kubeapi-" + randomSuffix()
-	inproc := grpcx.ListenInProcess(inprocName)
-	self, err := grpcx.Dial("inproc://" + inprocName)
-	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
-	s.self = self
-
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
-	mux, err := newMux(bg, gatewayv1.NewKubeAPIServiceClient(self))
+	mux, err := newKubeMux(bg, s.api)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	watchCtx, stopWatches := context.WithCancel(bg)
 	s.stopWatches = stopWatches
-	s.handler = otelhttp.NewHandler(&edge{tokens: ts, maxBody: cfg.MaxRequestBodyBytes, next: mux, stopWatches: watchCtx}, "kube-api",
+	s.handler = otelhttp.NewHandler(&edge{tokens: ts, maxBody: cfg.MaxRequestBodyBytes, requestTimeout: cfg.RequestTimeout, next: mux, stopWatches: watchCtx}, "kube-api",
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }))
 
 	if cfg.ListenAddr != "" {
@@ -166,25 +149,16 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		}
 	}
 
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); s.crds.Run(bg) }()
-	go func() {
-		defer wg.Done()
-		if err := s.grpcSrv.Serve(inproc); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			log.Error("in-process KubeAPIService stopped", "err", err)
-		}
-	}()
-	go func() { wg.Wait(); close(s.done) }()
+	go func() { defer close(s.done); s.crds.Run(bg) }()
 	ok = true
 	return s, nil
 }
 
-// newMux builds the grpc-gateway mux: raw HttpBody bodies both ways,
+// newMux builds a grpc-gateway mux: raw HttpBody bodies both ways,
 // Accept/Content-Type forwarded as metadata, Warning headers and HTTP
 // status codes from response metadata, and Kubernetes Status errors.
-func newMux(ctx context.Context, client gatewayv1.KubeAPIServiceClient) (*runtime.ServeMux, error) {
-	mux := runtime.NewServeMux(
+func newMux() *runtime.ServeMux {
+	return runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, rawMarshaler{}),
 		runtime.WithIncomingHeaderMatcher(incomingHeader),
 		runtime.WithOutgoingHeaderMatcher(outgoingHeader),
@@ -195,8 +169,19 @@ func newMux(ctx context.Context, client gatewayv1.KubeAPIServiceClient) (*runtim
 		runtime.WithDisablePathLengthFallback(),
 		runtime.WithDisableHTTPMethodOverride(),
 	)
-	if err := gatewayv1.RegisterKubeAPIServiceHandlerClient(ctx, mux, client); err != nil {
+}
+
+// newKubeMux builds the routes of KubeAPIService: the unary methods
+// through grpc-gateway's in-process HandlerServer registration (a direct
+// call, no gRPC hop), the watches streamed straight into the response.
+func newKubeMux(ctx context.Context, a *kubeAPI) (*runtime.ServeMux, error) {
+	mux := newMux()
+	api := newTracedAPI(a)
+	if err := gatewayv1.RegisterKubeAPIServiceHandlerServer(ctx, mux, api); err != nil {
 		return nil, fmt.Errorf("register KubeAPIService routes: %w", err)
+	}
+	if err := registerWatch(mux, api); err != nil {
+		return nil, fmt.Errorf("register watch routes: %w", err)
 	}
 	return mux, nil
 }
@@ -265,21 +250,16 @@ func (s *Service) Run(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the CRD watch, the in-process server and the connections.
+// Close ends the watches being served, stops the CRD watch and closes the
+// connections.
 func (s *Service) Close() error {
 	s.closeOnce.Do(func() {
 		s.draining.Store(true)
 		if s.lis != nil {
 			_ = s.lis.Close()
 		}
+		s.stopWatches()
 		s.cancel()
-		stopped := make(chan struct{})
-		go func() { s.grpcSrv.GracefulStop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-time.After(s.cfg.ShutdownGrace):
-			s.grpcSrv.Stop()
-		}
 		<-s.done
 		s.closeConns()
 	})
@@ -287,9 +267,6 @@ func (s *Service) Close() error {
 }
 
 func (s *Service) closeConns() {
-	if s.self != nil {
-		_ = s.self.Close()
-	}
 	for _, c := range s.conns {
 		_ = c.Close()
 	}
@@ -324,10 +301,4 @@ func serverTLS(cfg Config) (*tls.Config, error) {
 		MinVersion:   tls.VersionTLS12,
 		NextProtos:   []string{"h2", "http/1.1"},
 	}, nil
-}
-
-func randomSuffix() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

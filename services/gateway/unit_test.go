@@ -318,20 +318,39 @@ func TestDecodeCustomResourceMessages(t *testing.T) {
 
 func TestNegotiateOutput(t *testing.T) {
 	tests := []struct {
-		accept string
-		yaml   bool
+		accept, ua string
+		yaml       bool
+		as, gv     string
+		pretty     bool
+		notAccept  bool
 	}{
-		{"", false},
-		{"application/json", false},
-		{"application/yaml", true},
-		{"application/json;as=Table;v=v1;g=meta.k8s.io,application/json", false},
-		{"application/json;as=Table;v=v1;g=meta.k8s.io,application/yaml", true},
-		{"application/vnd.kubernetes.protobuf", false},
-		{"*/*", false},
+		{accept: ""},
+		{accept: "application/json"},
+		{accept: "application/yaml", yaml: true},
+		{accept: "application/json;as=Table;v=v1;g=meta.k8s.io,application/json", as: "Table", gv: "meta.k8s.io/v1"},
+		{accept: "application/json;as=Table;v=v1beta1;g=meta.k8s.io", as: "Table", gv: "meta.k8s.io/v1beta1"},
+		{accept: "application/json;as=Table;v=v2;g=meta.k8s.io,application/yaml", yaml: true},
+		{accept: "application/yaml;as=Table;v=v1;g=meta.k8s.io", yaml: true, as: "Table", gv: "meta.k8s.io/v1"},
+		{accept: "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+			as: "PartialObjectMetadataList", gv: "meta.k8s.io/v1"},
+		{accept: "application/json;as=Other;v=v1;g=meta.k8s.io", notAccept: true},
+		{accept: "application/vnd.kubernetes.protobuf", notAccept: true},
+		{accept: "application/vnd.kubernetes.protobuf, */*"},
+		{accept: "*/*"},
+		{accept: "application/json;pretty=1", pretty: true},
+		{accept: "", ua: "curl/8.5.0", pretty: true},
+		{accept: "", ua: "kubectl/v1.33.0 (linux/amd64)"},
 	}
 	for _, tt := range tests {
-		if got := negotiateOutput(tt.accept, false).yaml; got != tt.yaml {
-			t.Errorf("%q: yaml=%v", tt.accept, got)
+		got, err := negotiateOutput(requestMeta{accept: tt.accept, userAgent: tt.ua}, false)
+		if tt.notAccept {
+			if s := kstatus.FromError(err); s == nil || s.Code != http.StatusNotAcceptable || s.Message != "only the following media types are accepted: application/json, application/yaml" {
+				t.Errorf("%q: want 406, got %v", tt.accept, err)
+			}
+			continue
+		}
+		if err != nil || got.yaml != tt.yaml || got.as != tt.as || got.asGV != tt.gv || got.pretty != tt.pretty {
+			t.Errorf("%q %q: got %+v %v", tt.accept, tt.ua, got, err)
 		}
 	}
 	body, ct := outputFormat{pretty: true}.encode([]byte(`{"a":{"b":1}}`))
@@ -356,5 +375,27 @@ func TestDeprecationWarning(t *testing.T) {
 	}
 	if got := warningHeader(`say "hi"`); got != `299 - "say \"hi\""` {
 		t.Fatalf("warning header %q", got)
+	}
+}
+
+func TestSetAPIVersion(t *testing.T) {
+	tests := []struct {
+		in, want string
+		ok       bool
+	}{
+		{`{"apiVersion":"g/v1","kind":"K"}`, `{"apiVersion":"g/v1","kind":"K"}`, true},
+		{`{"kind":"K","apiVersion":"g/v2","spec":{"apiVersion":"x","a":[1,"}",{"b":"\""}]}}`, `{"kind":"K","apiVersion":"g/v1","spec":{"apiVersion":"x","a":[1,"}",{"b":"\""}]}}`, true},
+		{` { "apiVersion" : "g/v2" , "n": 1.5e3 }`, ` { "apiVersion" : "g/v1" , "n": 1.5e3 }`, true},
+		{`{"kind":"K"}`, "", false},
+		{`{"apiVersion":"a","apiVersion":"b"}`, "", false},
+		{`{"apiVers\u0069on":"g/v2"}`, "", false},
+		{`[1]`, "", false},
+		{`{"apiVersion":"g/v2"`, "", false},
+	}
+	for _, tt := range tests {
+		got, ok := setAPIVersion([]byte(tt.in), "g/v1")
+		if ok != tt.ok || ok && string(got) != tt.want {
+			t.Errorf("%s: got %s %v", tt.in, got, ok)
+		}
 	}
 }

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"time"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
@@ -41,6 +44,52 @@ type watchPlan struct {
 	timeout        time.Duration
 	// convert rewrites an object to the request version (nil: as is).
 	convert func(ctx context.Context, obj []byte) ([]byte, error)
+	// transform renders an event's object as the client asked (Table,
+	// PartialObjectMetadata; nil: as is). Bookmarks go through it too.
+	transform func(obj []byte) ([]byte, error)
+}
+
+// watchTransform is the per-event transformation a watch's negotiated
+// format asks for (nil: none). A Table watch sends the column
+// definitions with its first event only, as upstream.
+func watchTransform(out outputFormat, rm requestMeta, printer func() *tablePrinter) (func([]byte) ([]byte, error), error) {
+	switch out.as {
+	case asTable:
+		opts, err := tableOptions(rm.query())
+		if err != nil {
+			return nil, err
+		}
+		tw := &tableWriter{printer: printer(), opts: opts, gv: out.asGV}
+		return func(obj []byte) ([]byte, error) {
+			doc, err := tw.table([][]byte{obj}, metav1.ListMeta{ResourceVersion: objectResourceVersion(obj)})
+			tw.noHeaders = true
+			return doc, err
+		}, nil
+	case asPartialObjectMetadata:
+		return func(obj []byte) ([]byte, error) {
+			o, err := decodeObject(obj)
+			if err != nil {
+				return nil, apierrors.NewInternalError(err)
+			}
+			return partialObjectMetadata(o, out.asGV)
+		}, nil
+	}
+	// PartialObjectMetadataList of single objects fails upstream, which
+	// then sends the objects as they are.
+	return nil, nil
+}
+
+// watchOutput negotiates a watch's encoding: JSON frames, possibly of
+// transformed objects; YAML has no streaming form (406).
+func watchOutput(rm requestMeta) (outputFormat, error) {
+	out, err := negotiateOutput(rm, false)
+	if err == nil && out.yaml {
+		err = &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
+			Message: "only the following media types are accepted: " + contentTypeJSON,
+		}}
+	}
+	return out, err
 }
 
 // planWatch derives the backend request and rendering from validated
@@ -76,14 +125,70 @@ func serveWatch(ctx context.Context, out gatewayv1.KubeAPIService_WatchServer, p
 	if err := out.Send(&httpbody.HttpBody{ContentType: contentTypeJSON}); err != nil {
 		return nil
 	}
+	// The backend is read ahead so that a frame is flushed only when no
+	// other event is waiting (as kube-apiserver does): a burst goes out in
+	// few writes.
+	type received struct {
+		ev  backendEvent
+		err error
+	}
+	events := make(chan received, 64)
+	go func() {
+		for {
+			ev, err := recv()
+			select {
+			case events <- received{ev, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	fw, buffered := out.(frameWriter)
+	unflushed := false
+	send := func(frame []byte) error {
+		if buffered {
+			unflushed = true
+			return fw.WriteFrame(frame)
+		}
+		return out.Send(&httpbody.HttpBody{ContentType: contentTypeJSON, Data: frame})
+	}
+	sendError := func(err error) {
+		if buffered {
+			if fw.WriteFrame(watchErrorFrame(err)) == nil {
+				_ = fw.Flush()
+			}
+			return
+		}
+		_ = out.Send(&httpbody.HttpBody{ContentType: contentTypeJSON, Data: watchErrorFrame(err)})
+	}
 	inInitial := p.initialEvents
 	for {
-		ev, err := recv()
+		var r received
+		select {
+		case r = <-events:
+		default:
+			// Nothing waiting: what was written goes out before blocking.
+			if unflushed {
+				if err := fw.Flush(); err != nil {
+					return nil
+				}
+				unflushed = false
+			}
+			select {
+			case r = <-events:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		ev, err := r.ev, r.err
 		if err != nil {
 			if errors.Is(err, io.EOF) || ctx.Err() != nil || isStreamEnd(err) {
 				return nil
 			}
-			_ = out.Send(&httpbody.HttpBody{ContentType: contentTypeJSON, Data: watchErrorFrame(err)})
+			sendError(err)
 			return nil
 		}
 		var frame []byte
@@ -94,13 +199,13 @@ func serveWatch(ctx context.Context, out gatewayv1.KubeAPIService_WatchServer, p
 				if !p.watchList {
 					continue
 				}
-				frame = watchFrame(eventBookmark, bookmarkObject(p.apiVersion, p.kind, ev.GetResourceVersion(), true))
+				frame, err = p.frame(eventBookmark, bookmarkObject(p.apiVersion, p.kind, ev.GetResourceVersion(), true))
 				break
 			}
 			if !p.allowBookmarks {
 				continue
 			}
-			frame = watchFrame(eventBookmark, bookmarkObject(p.apiVersion, p.kind, ev.GetResourceVersion(), false))
+			frame, err = p.frame(eventBookmark, bookmarkObject(p.apiVersion, p.kind, ev.GetResourceVersion(), false))
 		case commonv1.EventType_EVENT_TYPE_ADDED, commonv1.EventType_EVENT_TYPE_MODIFIED, commonv1.EventType_EVENT_TYPE_DELETED:
 			obj := ev.GetObject()
 			if p.convert != nil {
@@ -108,18 +213,40 @@ func serveWatch(ctx context.Context, out gatewayv1.KubeAPIService_WatchServer, p
 					if ctx.Err() != nil {
 						return nil
 					}
-					_ = out.Send(&httpbody.HttpBody{ContentType: contentTypeJSON, Data: watchErrorFrame(err)})
+					sendError(err)
 					return nil
 				}
 			}
-			frame = watchFrame(eventTypeName(ev.GetType()), obj)
+			frame, err = p.frame(eventTypeName(ev.GetType()), obj)
 		default:
 			continue
 		}
-		if err := out.Send(&httpbody.HttpBody{ContentType: contentTypeJSON, Data: frame}); err != nil {
+		if err != nil {
+			sendError(err)
+			return nil
+		}
+		if err := send(frame); err != nil {
 			return nil
 		}
 	}
+}
+
+// frameWriter is a watch stream that can hold frames back until a flush
+// (the HTTP watch stream).
+type frameWriter interface {
+	WriteFrame(frame []byte) error
+	Flush() error
+}
+
+// frame renders one event, its object transformed as negotiated.
+func (p *watchPlan) frame(eventType string, obj []byte) ([]byte, error) {
+	if p.transform != nil {
+		var err error
+		if obj, err = p.transform(obj); err != nil {
+			return nil, err
+		}
+	}
+	return watchFrame(eventType, obj), nil
 }
 
 func eventTypeName(t commonv1.EventType) string {

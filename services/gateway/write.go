@@ -31,7 +31,10 @@ func isDryRun(dryRun []string) bool { return len(dryRun) > 0 }
 // Create serves POST on a collection.
 func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*httpbody.HttpBody, error) {
 	rm := requestMetaFrom(ctx)
-	out := negotiateOutput(rm.accept, req.GetPretty())
+	out, err := writeOutput(rm, req.GetPretty())
+	if err != nil {
+		return reply(nil, err)
+	}
 	opts := &metav1.CreateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
 	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
 		return reply(nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
@@ -117,7 +120,10 @@ func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, op
 // Update serves PUT on an object or its status.
 func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*httpbody.HttpBody, error) {
 	rm := requestMetaFrom(ctx)
-	out := negotiateOutput(rm.accept, req.GetPretty())
+	out, err := writeOutput(rm, req.GetPretty())
+	if err != nil {
+		return reply(nil, err)
+	}
 	opts := &metav1.UpdateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
 	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
 		return reply(nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
@@ -142,6 +148,15 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 		return nil, err
 	}
 	addWarnings(ctx, r.warnings...)
+	if sub == "scale" {
+		doc, err := a.scaleUpdate(ctx, r, ns, name, body, updateParams{
+			name: name, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return out.body(doc), nil
+	}
 	obj, err := decodeCustomResource(r, body)
 	if err != nil {
 		return nil, err
@@ -181,10 +196,11 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 
 // current is the stored state of one object.
 type current struct {
-	key    string
-	rv     int64
-	stored []byte // at the storage version
-	obj    object // at the request version
+	key     string
+	rv      int64
+	stored  []byte // at the storage version
+	reqJSON []byte // at the request version
+	obj     object // at the request version, decoded
 }
 
 // readCurrent reads an object and converts it to the request version.
@@ -208,7 +224,7 @@ func (a *kubeAPI) readCurrent(ctx context.Context, r *resource, ns, name string)
 			return nil, apierrors.NewInternalError(err)
 		}
 	}
-	return &current{key: key, rv: rv, stored: resp.GetObject(), obj: obj}, nil
+	return &current{key: key, rv: rv, stored: resp.GetObject(), reqJSON: reqv, obj: obj}, nil
 }
 
 type updateParams struct {
@@ -238,29 +254,21 @@ func (a *kubeAPI) applyUpdate(ctx context.Context, r *resource, cur *current, ob
 		return nil, err
 	}
 	admitted, err := a.admit(ctx, r, admission{
-		op: validatorv1.Operation_OPERATION_UPDATE, obj: obj, old: old, subresource: p.subresource,
+		op: validatorv1.Operation_OPERATION_UPDATE, obj: obj, old: old, subresource: validatorSubresource(p.subresource),
 		name: p.name, metaErrs: metaErrs, fieldValidation: p.fieldValidation,
 	})
 	if err != nil {
 		return nil, err
 	}
-	stored, err := a.convertOne(ctx, r, r.storageAPIVersion(), admitted)
+	newObj, admitted, err := a.setGeneration(r, admitted, old, p.subresource)
 	if err != nil {
 		return nil, err
 	}
-	newObj, err := decodeObject(stored)
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	oldStored, err := decodeObject(cur.stored)
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
 	// Nothing changed: no write, no new revision (as etcd3's GuaranteedUpdate).
-	if sameObject(newObj, oldStored) {
-		return a.convertOne(ctx, r, r.apiVersion(), cur.stored)
+	if sameObject(newObj, old) {
+		return cur.reqJSON, nil
 	}
-	if _, deleting := objmeta.DeletionTimestamp(oldStored); deleting && len(finalizers(newObj)) == 0 {
+	if _, deleting := objmeta.DeletionTimestamp(old); deleting && len(finalizers(newObj)) == 0 {
 		if !p.dryRun {
 			_, err := a.storage.Delete(ctx, &storagev1.DeleteRequest{Key: cur.key, PreconditionResourceVersion: cur.rv})
 			if err != nil {
@@ -273,15 +281,15 @@ func (a *kubeAPI) applyUpdate(ctx context.Context, r *resource, cur *current, ob
 				}
 			}
 		}
-		return a.convertOne(ctx, r, r.apiVersion(), stored)
+		return admitted, nil
 	}
 	if p.dryRun {
 		objmeta.SetResourceVersion(newObj, fmt.Sprint(cur.rv))
-		b, err := encodeObject(newObj)
-		if err != nil {
-			return nil, err
-		}
-		return a.convertOne(ctx, r, r.apiVersion(), b)
+		return encodeObject(newObj)
+	}
+	stored, err := a.convertOne(ctx, r, r.storageAPIVersion(), admitted)
+	if err != nil {
+		return nil, err
 	}
 	resp, err := a.storage.Update(ctx, &storagev1.UpdateRequest{Key: cur.key, Object: stored, ExpectedResourceVersion: cur.rv})
 	if err != nil {
@@ -294,14 +302,100 @@ func (a *kubeAPI) applyUpdate(ctx context.Context, r *resource, cur *current, ob
 	return a.convertOne(ctx, r, r.apiVersion(), resp.GetObject())
 }
 
-// sameObject compares two stored objects ignoring resourceVersion.
-func sameObject(a, b object) bool {
-	strip := func(o object) object {
-		c := deepCopyObject(o)
-		delete(objmeta.Meta(c), "resourceVersion")
-		return c
+// validatorSubresource is the subresource a write is admitted as: a scale
+// write is an update of the main resource (upstream runs it through the
+// main resource's strategy).
+func validatorSubresource(sub string) string {
+	if sub == "status" {
+		return sub
 	}
-	return reflect.DeepEqual(strip(a), strip(b))
+	return ""
+}
+
+// setGeneration sets metadata.generation of an admitted update as
+// upstream's strategies do, on the object as admission left it (pruned and
+// defaulted, as upstream's decoder hands it to PrepareForUpdate): a status
+// write keeps the generation; any other write increments it when anything
+// outside metadata differs from the old object read back as upstream's
+// storage decoder would (pruned and defaulted with the current schema).
+// It returns the admitted object decoded and encoded.
+func (a *kubeAPI) setGeneration(r *resource, admitted []byte, old object, sub string) (object, []byte, error) {
+	obj, err := decodeObject(admitted)
+	if err != nil {
+		return nil, nil, apierrors.NewInternalError(fmt.Errorf("admitted object: %w", err))
+	}
+	gen := objmeta.Generation(old)
+	if sub != "status" {
+		base := deepCopyObject(old)
+		if err := a.schemas.asDecoded(r, base); err != nil {
+			return nil, nil, apierrors.NewInternalError(err)
+		}
+		if !reflect.DeepEqual(withoutMetadata(obj), withoutMetadata(base)) {
+			gen++
+		}
+	}
+	if cur := objmeta.Meta(obj)["generation"]; cur == gen {
+		return obj, admitted, nil
+	}
+	objmeta.Meta(obj)["generation"] = gen
+	data, err := encodeObject(obj)
+	return obj, data, err
+}
+
+// withoutMetadata is obj without its metadata (a shallow copy).
+func withoutMetadata(obj object) object {
+	out := make(object, len(obj))
+	for k, v := range obj {
+		if k != "metadata" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// sameObject compares two decoded objects (at one version), ignoring
+// metadata.resourceVersion.
+func sameObject(a, b object) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, va := range a {
+		vb, ok := b[k]
+		if !ok {
+			return false
+		}
+		if k != "metadata" {
+			if !reflect.DeepEqual(va, vb) {
+				return false
+			}
+			continue
+		}
+		ma, _ := va.(map[string]any)
+		mb, _ := vb.(map[string]any)
+		if ma == nil || mb == nil {
+			if !reflect.DeepEqual(va, vb) {
+				return false
+			}
+			continue
+		}
+		n := 0
+		for mk, mva := range ma {
+			if mk == "resourceVersion" {
+				continue
+			}
+			n++
+			if mvb, ok := mb[mk]; !ok || !reflect.DeepEqual(mva, mvb) {
+				return false
+			}
+		}
+		if _, ok := mb["resourceVersion"]; ok {
+			n++
+		}
+		if n != len(mb) {
+			return false
+		}
+	}
+	return true
 }
 
 func finalizers(obj object) []any {
@@ -314,7 +408,10 @@ func finalizers(obj object) []any {
 // patch; strategic merge and apply patches are 415 for custom resources.
 func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpbody.HttpBody, error) {
 	rm := requestMetaFrom(ctx)
-	out := negotiateOutput(rm.accept, req.GetPretty())
+	out, err := writeOutput(rm, req.GetPretty())
+	if err != nil {
+		return reply(nil, err)
+	}
 	pt := patch.Type(rm.contentType)
 	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
 	if !crds && !patch.Supported(pt) {
@@ -344,18 +441,32 @@ func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts
 		return nil, err
 	}
 	addWarnings(ctx, r.warnings...)
+	strictErrs, err := decodePatch(pt, req.GetBody().GetData(), opts.FieldValidation)
+	if err != nil {
+		return nil, err
+	}
+	if sub == "scale" {
+		doc, err := a.scalePatch(ctx, r, ns, name, pt, req.GetBody().GetData(), strictErrs, updateParams{
+			name: name, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return out.body(doc), nil
+	}
 	for attempt := 0; ; attempt++ {
 		cur, err := a.readCurrent(ctx, r, ns, name)
 		if err != nil {
 			return nil, err
 		}
-		orig, err := encodeObject(cur.obj)
+		patched, err := patch.Apply(cur.reqJSON, pt, req.GetBody().GetData())
 		if err != nil {
 			return nil, err
 		}
-		patched, err := patch.Apply(orig, pt, req.GetBody().GetData())
-		if err != nil {
-			return nil, err
+		if attempt == 0 {
+			if err := patchStrictErrors(ctx, opts.FieldValidation, strictErrs, patched); err != nil {
+				return nil, err
+			}
 		}
 		obj, err := decodeObject(patched)
 		if err != nil {

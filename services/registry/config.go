@@ -4,7 +4,10 @@ import (
 	"context"
 	"flag"
 	"log/slog"
+	"strings"
 	"time"
+
+	"github.com/crdplane/crdplane/services/registry/leader"
 )
 
 // Config configures the registry service.
@@ -12,11 +15,21 @@ type Config struct {
 	// StorageAddr is the StorageService address: host:port, dns:///host:port
 	// or inproc://storage in the all-in-one process.
 	StorageAddr string
+	// ValidatorAddr is the ValidatorService address, whose ValidateCRD
+	// checks CEL rules (compilation, cost) and defaults of CRDs being
+	// written. Empty: those checks are skipped.
+	ValidatorAddr string
 	// Workers is the number of workers per controller (default 1).
 	Workers int
-	// Elector decides when this replica runs the controllers. nil: always
-	// (a single replica, or until leader election is configured).
+	// Elector decides when this replica runs the controllers. nil: an
+	// etcd election when EtcdEndpoints are set, else always (one replica).
 	Elector Elector
+	// EtcdEndpoints is the etcd cluster of the leader election (used when
+	// Elector is nil). CRDs are still stored through the StorageService.
+	EtcdEndpoints []string
+	// LeaderLeaseDuration is the TTL of the leader's etcd lease: how long a
+	// leader that died without resigning keeps leadership (default 15s).
+	LeaderLeaseDuration time.Duration
 	// CleanupTimeout bounds how long the finalizer waits for a CRD's objects
 	// to disappear before it reports InstanceDeletionCheck and retries
 	// (default 1m, as upstream).
@@ -28,8 +41,24 @@ type Config struct {
 // RegisterFlags adds the configuration flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.StorageAddr, "storage-addr", "localhost:7001", "StorageService address (host:port, dns:///host:port or inproc://name)")
+	fs.StringVar(&c.ValidatorAddr, "validator-addr", "", "ValidatorService address for the CEL and default checks of CRD writes (empty: skipped)")
 	fs.IntVar(&c.Workers, "controller-workers", 1, "workers per CRD controller")
 	fs.DurationVar(&c.CleanupTimeout, "cleanup-timeout", time.Minute, "how long the CRD finalizer waits for a CRD's objects to be gone before retrying")
+	fs.Func("etcd-endpoints", "comma-separated etcd endpoints for leader election among registry replicas (empty: this replica always runs the controllers)", func(s string) error {
+		c.EtcdEndpoints = splitList(s)
+		return nil
+	})
+	fs.DurationVar(&c.LeaderLeaseDuration, "leader-elect-lease-duration", leader.DefaultLeaseTTL, "TTL of the leader election lease: how long a replica that died while leading keeps leadership")
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (c *Config) setDefaults() {
@@ -42,8 +71,8 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.Elector == nil {
-		c.Elector = AlwaysLeader{}
+	if c.LeaderLeaseDuration <= 0 {
+		c.LeaderLeaseDuration = leader.DefaultLeaseTTL
 	}
 }
 

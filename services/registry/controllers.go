@@ -48,6 +48,7 @@ func (c *controllers) lead(ctx context.Context) {
 		{name: "names", sync: c.syncNames, single: true},
 		{name: "establishing", sync: c.syncEstablished},
 		{name: "apiapproval", sync: c.syncAPIApproval},
+		{name: "nonstructural", sync: c.syncNonStructural},
 		{name: "finalizer", sync: c.syncFinalizer},
 	}
 	c.mu.Lock()
@@ -120,6 +121,7 @@ func (c *controllers) onChange(old, crd *CRD) {
 	}
 	c.enqueue("names", crd.Name)
 	c.enqueue("apiapproval", crd.Name)
+	c.enqueue("nonstructural", crd.Name)
 	if conditionTrue(crd, condNamesAccepted) && !conditionTrue(crd, condEstablished) {
 		c.enqueue("establishing", crd.Name)
 	}

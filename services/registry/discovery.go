@@ -1,7 +1,9 @@
 package registry
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -9,7 +11,6 @@ import (
 	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 )
@@ -31,68 +32,220 @@ func storageVersionHash(group, version, kind string) string {
 	return base64.StdEncoding.EncodeToString(sum[:8])
 }
 
-// discoveryCache keeps the discovery model of the informer's CRDs until
-// they change.
-type discoveryCache struct {
-	inf     *informer
-	mu      sync.Mutex
-	changes uint64
-	model   *discoveryModel
+// discoveryIndex keeps the rendered discovery documents, updated
+// incrementally as CRDs change: a CRD change re-renders the documents of
+// its group only; the documents that list every group (/apis, legacy and
+// aggregated) are concatenated from per-group parts on the first request
+// after a change. Every document carries a strong ETag.
+type discoveryIndex struct {
+	mu     sync.Mutex
+	crds   map[string]map[string]*CRD // group → name → Established CRD
+	groups map[string]*groupDocs      // groups with something served
+	order  []string                   // apiextensions.k8s.io, then CRD groups by name
+	top    *topDocs                   // nil: re-assemble on the next request
 }
 
-func (c *discoveryCache) get() *discoveryModel {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.model == nil || c.inf.changeCount() != c.changes {
-		crds, n := c.inf.snapshot()
-		c.model, c.changes = buildDiscovery(crds), n
-	}
-	return c.model
+// document is one rendered discovery document.
+type document struct {
+	body []byte
+	etag string // quoted upper-case hex SHA-512 of body
 }
 
-// discoveryDocument renders /apis (group ""), /apis/<group> or
-// /apis/<group>/<version> from a discovery model. Only served versions of
-// Established CRDs appear.
-func discoveryDocument(m *discoveryModel, group, ver, accept string) (string, []byte, error) {
-	if group == "" {
-		if ct, v, ok := wantsAggregated(accept); ok {
-			return encodeDiscovery(ct, m.aggregated(v))
+func newDocument(body []byte) document {
+	return document{body: body, etag: fmt.Sprintf("%q", fmt.Sprintf("%X", sha512.Sum512(body)))}
+}
+
+// groupDocs are the rendered documents of one group and its parts in the
+// documents of every group.
+type groupDocs struct {
+	apiGroup   document            // /apis/<group>
+	versions   map[string]document // /apis/<group>/<version>
+	listEntry  []byte              // its APIGroup in /apis
+	aggregated map[string][]byte   // its APIGroupDiscovery, by apidiscovery version
+}
+
+// topDocs are the documents of every group.
+type topDocs struct {
+	list       document
+	aggregated map[string]document // by apidiscovery version
+}
+
+// aggregatedVersions are the apidiscovery.k8s.io versions served.
+var aggregatedVersions = []string{"v2", "v2beta1"}
+
+func newDiscoveryIndex() *discoveryIndex {
+	x := &discoveryIndex{crds: map[string]map[string]*CRD{}, groups: map[string]*groupDocs{}}
+	x.setGroup(groupName, renderGroup(builtinGroup()))
+	return x
+}
+
+// update applies one informer change (old nil: added; new nil: deleted).
+func (x *discoveryIndex) update(old, new *CRD) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	touched := map[string]bool{}
+	for _, c := range []*CRD{old, new} {
+		if c == nil || c.Spec.Group == groupName {
+			continue
 		}
-		return encodeDiscovery(jsonContentType, m.groupList())
+		if m := x.crds[c.Spec.Group]; m != nil {
+			if _, ok := m[c.Name]; ok {
+				delete(m, c.Name)
+				touched[c.Spec.Group] = true
+			}
+		}
 	}
-	g, ok := m.groups[group]
+	if new != nil && new.Spec.Group != groupName && conditionTrue(new, condEstablished) {
+		m := x.crds[new.Spec.Group]
+		if m == nil {
+			m = map[string]*CRD{}
+			x.crds[new.Spec.Group] = m
+		}
+		m[new.Name] = new
+		touched[new.Spec.Group] = true
+	}
+	for g := range touched {
+		crds := x.crds[g]
+		if len(crds) == 0 {
+			delete(x.crds, g)
+		}
+		x.setGroup(g, renderGroup(buildGroup(g, crds)))
+	}
+}
+
+// setGroup installs a group's documents (nil: the group serves nothing),
+// dropping the documents of every group when they change.
+func (x *discoveryIndex) setGroup(name string, docs *groupDocs) {
+	prev := x.groups[name]
+	switch {
+	case docs == nil && prev == nil:
+		return
+	case docs == nil:
+		delete(x.groups, name)
+		i := sort.SearchStrings(x.order[1:], name) + 1
+		x.order = append(x.order[:i], x.order[i+1:]...)
+	case prev == nil:
+		x.groups[name] = docs
+		if name == groupName {
+			x.order = append([]string{name}, x.order...)
+			break
+		}
+		i := sort.SearchStrings(x.order[1:], name) + 1
+		x.order = append(x.order[:i], append([]string{name}, x.order[i:]...)...)
+	default:
+		x.groups[name] = docs
+		if prev.sameParts(docs) {
+			return
+		}
+	}
+	x.top = nil
+}
+
+func (g *groupDocs) sameParts(o *groupDocs) bool {
+	if !bytes.Equal(g.listEntry, o.listEntry) {
+		return false
+	}
+	for _, v := range aggregatedVersions {
+		if !bytes.Equal(g.aggregated[v], o.aggregated[v]) {
+			return false
+		}
+	}
+	return true
+}
+
+// document returns /apis (group ""), /apis/<group> or
+// /apis/<group>/<version>, and its content type. Only served versions of
+// Established CRDs appear.
+func (x *discoveryIndex) document(group, ver, accept string) (string, document, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if group == "" {
+		top := x.topLocked()
+		if ct, v, ok := wantsAggregated(accept); ok {
+			return ct, top.aggregated[v], nil
+		}
+		return jsonContentType, top.list, nil
+	}
+	g, ok := x.groups[group]
 	if !ok {
-		return "", nil, notFoundResource()
+		return "", document{}, notFoundResource()
 	}
 	if ver == "" {
-		return encodeDiscovery(jsonContentType, g.apiGroup(true))
+		return jsonContentType, g.apiGroup, nil
 	}
-	v, ok := g.versions[ver]
+	d, ok := g.versions[ver]
 	if !ok {
-		return "", nil, notFoundResource()
+		return "", document{}, notFoundResource()
 	}
-	return encodeDiscovery(jsonContentType, &metav1.APIResourceList{
-		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
-		GroupVersion: group + "/" + ver,
-		APIResources: v.resources,
-	})
+	return jsonContentType, d, nil
 }
 
-func encodeDiscovery(ct string, doc any) (string, []byte, error) {
-	b, err := json.Marshal(doc)
+// topLocked assembles the documents of every group from the groups' parts.
+func (x *discoveryIndex) topLocked() *topDocs {
+	if x.top != nil {
+		return x.top
+	}
+	join := func(prefix string, part func(*groupDocs) []byte) []byte {
+		n := len(prefix) + 2
+		for _, name := range x.order {
+			n += len(part(x.groups[name])) + 1
+		}
+		b := make([]byte, 0, n)
+		b = append(b, prefix...)
+		for i, name := range x.order {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, part(x.groups[name])...)
+		}
+		return append(b, "]}"...)
+	}
+	top := &topDocs{
+		list:       newDocument(join(`{"kind":"APIGroupList","apiVersion":"v1","groups":[`, func(g *groupDocs) []byte { return g.listEntry })),
+		aggregated: map[string]document{},
+	}
+	for _, v := range aggregatedVersions {
+		prefix := `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/` + v + `","metadata":{},"items":[`
+		top.aggregated[v] = newDocument(join(prefix, func(g *groupDocs) []byte { return g.aggregated[v] }))
+	}
+	x.top = top
+	return top
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
 	if err != nil {
-		return "", nil, apierrors.NewInternalError(fmt.Errorf("encode discovery: %w", err))
+		panic(fmt.Sprintf("encode discovery: %v", err))
 	}
-	return ct, b, nil
+	return b
 }
 
-// discoveryModel is what discovery knows: groups, their versions (by
+// renderGroup renders a group's documents (nil when it serves nothing).
+func renderGroup(g *discoveryGroup) *groupDocs {
+	if g == nil || len(g.order) == 0 {
+		return nil
+	}
+	d := &groupDocs{
+		apiGroup:   newDocument(mustJSON(g.apiGroup(true))),
+		versions:   map[string]document{},
+		listEntry:  mustJSON(g.apiGroup(false)),
+		aggregated: map[string][]byte{},
+	}
+	for _, v := range g.order {
+		d.versions[v] = newDocument(mustJSON(&metav1.APIResourceList{
+			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+			GroupVersion: g.name + "/" + v,
+			APIResources: g.versions[v].resources,
+		}))
+	}
+	agg := g.aggregated()
+	d.aggregated["v2"] = mustJSON(agg)
+	d.aggregated["v2beta1"] = mustJSON(toV2beta1(agg))
+	return d
+}
+
+// discoveryGroup is what discovery knows of a group: its versions (by
 // priority) and the resources of each version.
-type discoveryModel struct {
-	groups map[string]*discoveryGroup
-	order  []string // apiextensions.k8s.io first, then CRD groups by name
-}
-
 type discoveryGroup struct {
 	name     string
 	versions map[string]*discoveryVersion
@@ -104,37 +257,20 @@ type discoveryVersion struct {
 	aggregated []aggregatedResource
 }
 
-func buildDiscovery(crds []*CRD) *discoveryModel {
-	m := &discoveryModel{groups: map[string]*discoveryGroup{}}
-	m.addBuiltin()
-	for _, crd := range crds {
-		if !conditionTrue(crd, condEstablished) || crd.Spec.Group == groupName {
-			continue
-		}
-		m.addCRD(crd)
+// buildGroup describes the served versions of a group's Established CRDs.
+func buildGroup(name string, crds map[string]*CRD) *discoveryGroup {
+	g := &discoveryGroup{name: name, versions: map[string]*discoveryVersion{}}
+	names := make([]string, 0, len(crds))
+	for n := range crds {
+		names = append(names, n)
 	}
-	var custom []string
-	for name := range m.groups {
-		if name != groupName {
-			custom = append(custom, name)
-		}
+	sort.Strings(names)
+	for _, n := range names {
+		g.addCRD(crds[n])
 	}
-	sort.Strings(custom)
-	m.order = append([]string{groupName}, custom...)
-	for _, g := range m.groups {
-		sort.Slice(g.order, func(i, j int) bool {
-			return version.CompareKubeAwareVersionStrings(g.order[i], g.order[j]) > 0
-		})
-	}
-	return m
-}
-
-func (m *discoveryModel) group(name string) *discoveryGroup {
-	g, ok := m.groups[name]
-	if !ok {
-		g = &discoveryGroup{name: name, versions: map[string]*discoveryVersion{}}
-		m.groups[name] = g
-	}
+	sort.Slice(g.order, func(i, j int) bool {
+		return version.CompareKubeAwareVersionStrings(g.order[i], g.order[j]) > 0
+	})
 	return g
 }
 
@@ -148,9 +284,10 @@ func (g *discoveryGroup) version(name string) *discoveryVersion {
 	return v
 }
 
-// addBuiltin describes apiextensions.k8s.io/v1 itself.
-func (m *discoveryModel) addBuiltin() {
-	v := m.group(groupName).version("v1")
+// builtinGroup describes apiextensions.k8s.io/v1 itself.
+func builtinGroup() *discoveryGroup {
+	g := &discoveryGroup{name: groupName, versions: map[string]*discoveryVersion{}}
+	v := g.version("v1")
 	v.resources = []metav1.APIResource{
 		{
 			Name:         crdResource,
@@ -174,10 +311,11 @@ func (m *discoveryModel) addBuiltin() {
 		categories: []string{"api-extensions"},
 		status:     &metav1.GroupVersionKind{Kind: crdKind},
 	}}
+	return g
 }
 
 // addCRD adds the served versions of an Established CRD.
-func (m *discoveryModel) addCRD(crd *CRD) {
+func (g *discoveryGroup) addCRD(crd *CRD) {
 	names := crd.Status.AcceptedNames
 	namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
 	verbs := crVerbs
@@ -192,7 +330,6 @@ func (m *discoveryModel) addCRD(crd *CRD) {
 		if !cv.Served {
 			continue
 		}
-		g := m.group(crd.Spec.Group)
 		v := g.version(cv.Name)
 		v.resources = append(v.resources, metav1.APIResource{
 			Name:               names.Plural,
@@ -236,14 +373,6 @@ func (g *discoveryGroup) apiGroup(withType bool) *metav1.APIGroup {
 	}
 	if len(out.Versions) > 0 {
 		out.PreferredVersion = out.Versions[0]
-	}
-	return out
-}
-
-func (m *discoveryModel) groupList() *metav1.APIGroupList {
-	out := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
-	for _, name := range m.order {
-		out.Groups = append(out.Groups, *m.groups[name].apiGroup(false))
 	}
 	return out
 }

@@ -47,33 +47,21 @@ func wantsAggregated(accept string) (contentType, version string, ok bool) {
 	return "", "", false
 }
 
-// aggregated renders the APIGroupDiscoveryList of every group.
-func (m *discoveryModel) aggregated(ver string) any {
-	groups := make([]apidiscoveryv2.APIGroupDiscovery, 0, len(m.order))
-	for _, name := range m.order {
-		g := m.groups[name]
-		gd := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		for _, vn := range g.order {
-			v := g.versions[vn]
-			vd := apidiscoveryv2.APIVersionDiscovery{Version: vn, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
-			res := append([]aggregatedResource(nil), v.aggregated...)
-			sort.Slice(res, func(i, j int) bool { return res[i].resource < res[j].resource })
-			for _, r := range res {
-				vd.Resources = append(vd.Resources, r.v2())
-			}
-			gd.Versions = append(gd.Versions, vd)
+// aggregated renders the group's APIGroupDiscovery (apidiscovery.k8s.io
+// v2).
+func (g *discoveryGroup) aggregated() apidiscoveryv2.APIGroupDiscovery {
+	gd := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: g.name}}
+	for _, vn := range g.order {
+		v := g.versions[vn]
+		vd := apidiscoveryv2.APIVersionDiscovery{Version: vn, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
+		res := append([]aggregatedResource(nil), v.aggregated...)
+		sort.Slice(res, func(i, j int) bool { return res[i].resource < res[j].resource })
+		for _, r := range res {
+			vd.Resources = append(vd.Resources, r.v2())
 		}
-		groups = append(groups, gd)
+		gd.Versions = append(gd.Versions, vd)
 	}
-	list := apidiscoveryv2.APIGroupDiscoveryList{
-		TypeMeta: metav1.TypeMeta{Kind: "APIGroupDiscoveryList", APIVersion: "apidiscovery.k8s.io/" + ver},
-		Items:    groups,
-	}
-	if ver == "v2beta1" {
-		// the same shape under the older version
-		return apidiscoveryv2beta1.APIGroupDiscoveryList{TypeMeta: list.TypeMeta, Items: toV2beta1(groups)}
-	}
-	return list
+	return gd
 }
 
 func (r aggregatedResource) v2() apidiscoveryv2.APIResourceDiscovery {
@@ -105,27 +93,24 @@ func (r aggregatedResource) v2() apidiscoveryv2.APIResourceDiscovery {
 	return out
 }
 
-func toV2beta1(groups []apidiscoveryv2.APIGroupDiscovery) []apidiscoveryv2beta1.APIGroupDiscovery {
-	out := make([]apidiscoveryv2beta1.APIGroupDiscovery, 0, len(groups))
-	for _, g := range groups {
-		bg := apidiscoveryv2beta1.APIGroupDiscovery{ObjectMeta: g.ObjectMeta}
-		for _, v := range g.Versions {
-			bv := apidiscoveryv2beta1.APIVersionDiscovery{Version: v.Version, Freshness: apidiscoveryv2beta1.DiscoveryFreshness(v.Freshness)}
-			for _, r := range v.Resources {
-				br := apidiscoveryv2beta1.APIResourceDiscovery{
-					Resource: r.Resource, ResponseKind: r.ResponseKind, Scope: apidiscoveryv2beta1.ResourceScope(r.Scope),
-					SingularResource: r.SingularResource, Verbs: r.Verbs, ShortNames: r.ShortNames, Categories: r.Categories,
-				}
-				for _, s := range r.Subresources {
-					br.Subresources = append(br.Subresources, apidiscoveryv2beta1.APISubresourceDiscovery{
-						Subresource: s.Subresource, ResponseKind: s.ResponseKind, AcceptedTypes: s.AcceptedTypes, Verbs: s.Verbs,
-					})
-				}
-				bv.Resources = append(bv.Resources, br)
+// toV2beta1 is the same group in apidiscovery.k8s.io v2beta1.
+func toV2beta1(g apidiscoveryv2.APIGroupDiscovery) apidiscoveryv2beta1.APIGroupDiscovery {
+	bg := apidiscoveryv2beta1.APIGroupDiscovery{ObjectMeta: g.ObjectMeta}
+	for _, v := range g.Versions {
+		bv := apidiscoveryv2beta1.APIVersionDiscovery{Version: v.Version, Freshness: apidiscoveryv2beta1.DiscoveryFreshness(v.Freshness)}
+		for _, r := range v.Resources {
+			br := apidiscoveryv2beta1.APIResourceDiscovery{
+				Resource: r.Resource, ResponseKind: r.ResponseKind, Scope: apidiscoveryv2beta1.ResourceScope(r.Scope),
+				SingularResource: r.SingularResource, Verbs: r.Verbs, ShortNames: r.ShortNames, Categories: r.Categories,
 			}
-			bg.Versions = append(bg.Versions, bv)
+			for _, s := range r.Subresources {
+				br.Subresources = append(br.Subresources, apidiscoveryv2beta1.APISubresourceDiscovery{
+					Subresource: s.Subresource, ResponseKind: s.ResponseKind, AcceptedTypes: s.AcceptedTypes, Verbs: s.Verbs,
+				})
+			}
+			bv.Resources = append(bv.Resources, br)
 		}
-		out = append(out, bg)
+		bg.Versions = append(bg.Versions, bv)
 	}
-	return out
+	return bg
 }

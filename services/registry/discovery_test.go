@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"crypto/sha512"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -28,7 +30,7 @@ func TestVersionPriority(t *testing.T) {
 		crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: v, Served: true, Storage: v == "v1"})
 	}
 	setCondition(crd, condition{Type: condEstablished, Status: apiextensionsv1.ConditionTrue})
-	g := buildDiscovery([]*CRD{crd}).groups["x.example.com"].apiGroup(true)
+	g := buildGroup("x.example.com", map[string]*CRD{crd.Name: crd}).apiGroup(true)
 	var got []string
 	for _, v := range g.Versions {
 		got = append(got, v.Version)
@@ -189,4 +191,107 @@ func TestOpenAPIDocuments(t *testing.T) {
 	if err != nil || !strings.Contains(string(resp.GetBody()), "apis/"+group+"/v1") {
 		t.Errorf("index: %v %s", err, resp.GetBody())
 	}
+}
+
+func discoverResp(t *testing.T, group, version, accept string) *registryv1.GetDiscoveryResponse {
+	t.Helper()
+	resp, err := testRegistry.GetDiscovery(testCtx(t), &registryv1.GetDiscoveryRequest{Group: group, Version: version, Accept: accept})
+	if err != nil {
+		t.Fatalf("discovery /apis/%s/%s: %v", group, version, err)
+	}
+	return resp
+}
+
+const aggregatedAccept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+
+// TestDiscoveryETags: every document has a strong ETag of its body, which
+// moves when the document changes and only then.
+func TestDiscoveryETags(t *testing.T) {
+	group := newGroup(t)
+	createT(t, crdJSON(group, "nuts", "Nut"))
+	waitEstablished(t, "nuts."+group)
+	eventually(t, 5*time.Second, "group in /apis", func() bool {
+		return strings.Contains(string(discoverResp(t, "", "", "").GetBody()), `"name":"`+group+`"`)
+	})
+	docs := map[string]*registryv1.GetDiscoveryResponse{
+		"list":       discoverResp(t, "", "", ""),
+		"aggregated": discoverResp(t, "", "", aggregatedAccept),
+		"group":      discoverResp(t, group, "", ""),
+		"version":    discoverResp(t, group, "v1", ""),
+	}
+	for name, d := range docs {
+		if want := fmt.Sprintf(`"%X"`, sha512.Sum512(d.GetBody())); d.GetEtag() != want {
+			t.Errorf("%s: etag %s, want %s", name, d.GetEtag(), want)
+		}
+	}
+	var agg apidiscoveryv2.APIGroupDiscoveryList
+	if err := json.Unmarshal(docs["aggregated"].GetBody(), &agg); err != nil || agg.Kind != "APIGroupDiscoveryList" || len(agg.Items) < 2 {
+		t.Fatalf("aggregated document: %v %s", err, docs["aggregated"].GetBody())
+	}
+	if again := discoverResp(t, "", "", aggregatedAccept); again.GetEtag() != docs["aggregated"].GetEtag() {
+		t.Error("etag moved without a change")
+	}
+
+	// another group appears: the documents of every group change, this
+	// group's do not
+	other := newGroup(t)
+	createT(t, crdJSON(other, "bolts", "Bolt"))
+	waitEstablished(t, "bolts."+other)
+	eventually(t, 5*time.Second, "other group in /apis", func() bool {
+		return strings.Contains(string(discoverResp(t, "", "", "").GetBody()), `"name":"`+other+`"`)
+	})
+	if discoverResp(t, "", "", "").GetEtag() == docs["list"].GetEtag() || discoverResp(t, "", "", aggregatedAccept).GetEtag() == docs["aggregated"].GetEtag() {
+		t.Error("/apis etag did not change")
+	}
+	if discoverResp(t, group, "", "").GetEtag() != docs["group"].GetEtag() || discoverResp(t, group, "v1", "").GetEtag() != docs["version"].GetEtag() {
+		t.Error("an unrelated group's etag changed")
+	}
+}
+
+// TestDiscoveryIncremental: a CRD change re-renders its own group only, and
+// status-only changes leave the documents of every group alone.
+func TestDiscoveryIncremental(t *testing.T) {
+	x := newDiscoveryIndex()
+	a := establishedCRD("as.a.example.com", "a.example.com", "As", "A")
+	b := establishedCRD("bs.b.example.com", "b.example.com", "Bs", "B")
+	x.update(nil, a)
+	x.update(nil, b)
+	_, agg, _ := x.document("", "", aggregatedAccept)
+	groupB := x.groups["b.example.com"]
+
+	a2 := a.DeepCopy()
+	a2.ResourceVersion = "2"
+	setCondition(a2, condition{Type: condNonStructural, Status: apiextensionsv1.ConditionTrue})
+	x.update(a, a2)
+	if x.top == nil {
+		t.Fatal("a status-only change dropped the documents of every group")
+	}
+	a3 := a2.DeepCopy()
+	a3.Status.AcceptedNames.ShortNames = []string{"aa"}
+	x.update(a2, a3)
+	if x.groups["b.example.com"] != groupB {
+		t.Fatal("an unrelated group was re-rendered")
+	}
+	_, agg2, _ := x.document("", "", aggregatedAccept)
+	if agg2.etag == agg.etag {
+		t.Fatal("aggregated /apis unchanged after a names change")
+	}
+	x.update(a3, nil)
+	if _, _, err := x.document("a.example.com", "", ""); status(err).Code != http.StatusNotFound {
+		t.Fatalf("deleted CRD's group: %v", err)
+	}
+	if x.order[0] != groupName || len(x.order) != 2 || x.order[1] != "b.example.com" {
+		t.Fatalf("order %v", x.order)
+	}
+}
+
+func establishedCRD(name, group, plural, kind string) *CRD {
+	crd := &CRD{}
+	crd.Name, crd.ResourceVersion = name, "1"
+	crd.Spec.Group, crd.Spec.Scope = group, apiextensionsv1.NamespaceScoped
+	crd.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Plural: strings.ToLower(plural), Singular: strings.ToLower(kind), Kind: kind, ListKind: kind + "List"}
+	crd.Status.AcceptedNames = crd.Spec.Names
+	crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true}}
+	setCondition(crd, condition{Type: condEstablished, Status: apiextensionsv1.ConditionTrue})
+	return crd
 }

@@ -7,11 +7,13 @@
 // delete, watch), renders the discovery documents built from them, and runs
 // the controllers that upstream kube-apiserver runs for CRDs: names
 // acceptance (NamesAccepted), establishing (Established), API approval
-// (KubernetesAPIApprovalPolicyConformant) and the cleanup finalizer that
-// deletes a CRD's objects before the CRD itself (Terminating).
+// (KubernetesAPIApprovalPolicyConformant), non-structural schemas
+// (NonStructuralSchema) and the cleanup finalizer that deletes a CRD's
+// objects before the CRD itself (Terminating). It also publishes the
+// OpenAPI v2 and v3 documents built from the CRDs (package openapi).
 //
 // The controllers follow a local, watch-fed copy of every CRD (the informer)
 // and write status with compare-and-swap updates, so that any number of
 // replicas can serve requests while the controllers run where an Elector lets
-// them (one replica, once leader election is added).
+// them: on the replica holding an etcd lease (package leader).
 package registry

@@ -27,7 +27,6 @@ type informer struct {
 	deleted  map[string]int64 // revision at which a CRD was last seen deleted
 	synced   bool
 	syncedCh chan struct{}
-	changes  uint64 // counts changes, for caches of derived state
 	handlers []func(old, new *CRD)
 }
 
@@ -41,21 +40,6 @@ func (in *informer) addHandler(fn func(old, new *CRD)) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.handlers = append(in.handlers, fn)
-}
-
-// snapshot returns every CRD (by name) and the change count they stand for.
-func (in *informer) snapshot() ([]*CRD, uint64) {
-	in.mu.RLock()
-	n := in.changes
-	in.mu.RUnlock()
-	return in.list(), n
-}
-
-// changeCount returns the number of changes seen so far.
-func (in *informer) changeCount() uint64 {
-	in.mu.RLock()
-	defer in.mu.RUnlock()
-	return in.changes
 }
 
 // get returns the CRD called name (do not modify it).
@@ -173,7 +157,6 @@ func (in *informer) replace(all map[string]*CRD) {
 		}
 	}
 	in.crds = all
-	in.changes++
 	if !in.synced {
 		in.synced = true
 		close(in.syncedCh)
@@ -197,7 +180,6 @@ func (in *informer) observe(crd *CRD) {
 		return
 	}
 	in.crds[crd.Name] = crd
-	in.changes++
 	handlers := in.handlers
 	in.mu.Unlock()
 	for _, h := range handlers {
@@ -210,7 +192,6 @@ func (in *informer) remove(name string, rv int64) {
 	old, ok := in.crds[name]
 	delete(in.crds, name)
 	in.deleted[name] = max(in.deleted[name], rv)
-	in.changes++
 	handlers := in.handlers
 	in.mu.Unlock()
 	if !ok {

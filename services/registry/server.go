@@ -25,8 +25,10 @@ type server struct {
 	registryv1.UnimplementedRegistryServiceServer
 	st        *store
 	inf       *informer
-	discovery *discoveryCache
-	log       *slog.Logger
+	discovery *discoveryIndex
+	// checks runs the validator's CRD checks (nil: none configured).
+	checks schemaChecks
+	log    *slog.Logger
 }
 
 // Create validates and stores a new CRD.
@@ -39,12 +41,14 @@ func (s *server) Create(ctx context.Context, req *registryv1.CreateRequest) (*re
 	if err := prepareForCreate(crd); err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
-	if err := validateCRDCreate(ctx, crd); err != nil {
+	more, err := validateCRDWithWarnings(ctx, s.checks, crd, nil)
+	if err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
 	if in, err := toInternal(crd); err == nil {
 		warnings = append(warnings, schemaWarnings(&in.Spec)...)
 	}
+	warnings = append(warnings, more...)
 	out := crd
 	if req.GetOptions().GetDryRun() {
 		// a dry run still finds an existing CRD
@@ -200,7 +204,8 @@ func (s *server) update(ctx context.Context, crd, cur *CRD, subresource string, 
 		}
 	} else {
 		prepareForUpdate(crd, cur)
-		if err := validateCRDUpdate(ctx, crd, cur); err != nil {
+		more, err := validateCRDWithWarnings(ctx, s.checks, crd, cur)
+		if err != nil {
 			return nil, nil, err
 		}
 		in, err1 := toInternal(crd)
@@ -208,6 +213,7 @@ func (s *server) update(ctx context.Context, crd, cur *CRD, subresource string, 
 		if err1 == nil && err2 == nil {
 			warnings = newWarnings(&in.Spec, &old.Spec)
 		}
+		warnings = append(warnings, more...)
 	}
 	if dryRun {
 		return crd, warnings, nil
@@ -329,11 +335,11 @@ func (s *server) GetDiscovery(ctx context.Context, req *registryv1.GetDiscoveryR
 	if err := s.inf.waitSynced(wctx); err != nil {
 		return nil, kstatus.ToGRPC(apierrors.NewServiceUnavailable("the CRD cache is not synced yet"))
 	}
-	ct, body, err := discoveryDocument(s.discovery.get(), req.GetGroup(), req.GetVersion(), req.GetAccept())
+	ct, doc, err := s.discovery.document(req.GetGroup(), req.GetVersion(), req.GetAccept())
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
-	return &registryv1.GetDiscoveryResponse{ContentType: ct, Body: body}, nil
+	return &registryv1.GetDiscoveryResponse{ContentType: ct, Body: doc.body, Etag: doc.etag}, nil
 }
 
 func checkSubresource(sub string) error {

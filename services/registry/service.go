@@ -7,11 +7,15 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/crdplane/crdplane/pkg/grpcx"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
+	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/registry/leader"
 	"github.com/crdplane/crdplane/services/registry/openapi"
 )
 
@@ -21,6 +25,8 @@ import (
 type Service struct {
 	cfg     Config
 	conn    *grpc.ClientConn
+	valConn *grpc.ClientConn // the validator's, when configured
+	etcd    *clientv3.Client // the leader election's, when the service dialed it
 	server  *server
 	inf     *informer
 	ctrl    *controllers
@@ -34,33 +40,52 @@ type Service struct {
 // New dials the storage and starts following CRDs; the controllers run
 // whenever cfg.Elector says so. Background work stops when ctx ends or
 // Close is called.
-func New(ctx context.Context, cfg Config) (*Service, error) {
+func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 	cfg.setDefaults()
 	if cfg.StorageAddr == "" {
 		return nil, errors.New("registry: storage address is required")
 	}
-	conn, err := grpcx.Dial(cfg.StorageAddr)
-	if err != nil {
+	log := cfg.Logger.With("service", "registry")
+	s := &Service{cfg: cfg}
+	defer func() {
+		if err != nil {
+			s.closeClients()
+		}
+	}()
+	if cfg.Elector == nil && len(cfg.EtcdEndpoints) > 0 {
+		if s.etcd, err = clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}); err != nil {
+			return nil, fmt.Errorf("registry: leader election etcd: %w", err)
+		}
+		if cfg.Elector, err = leader.New(leader.Config{Client: s.etcd, LeaseTTL: cfg.LeaderLeaseDuration, Logger: log}); err != nil {
+			return nil, fmt.Errorf("registry: %w", err)
+		}
+	}
+	if cfg.Elector == nil {
+		cfg.Elector = AlwaysLeader{}
+	}
+	if s.conn, err = grpcx.Dial(cfg.StorageAddr); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
-	client := storagev1.NewStorageServiceClient(conn)
-	log := cfg.Logger.With("service", "registry")
-	st := &store{client: client}
-	inf := newInformer(client, log)
-	s := &Service{
-		cfg:    cfg,
-		conn:   conn,
-		inf:    inf,
-		server: &server{st: st, inf: inf, discovery: &discoveryCache{inf: inf}, log: log},
-		ctrl:   newControllers(log, inf, st, cfg.Workers, cleanupConfig{timeout: cfg.CleanupTimeout, poll: 100 * time.Millisecond}),
-		// documents follow the informer, per group-version
-		openapi: openapi.New(),
+	var checks schemaChecks
+	if cfg.ValidatorAddr != "" {
+		if s.valConn, err = grpcx.Dial(cfg.ValidatorAddr); err != nil {
+			return nil, fmt.Errorf("registry: validator: %w", err)
+		}
+		checks = validatorChecks{client: validatorv1.NewValidatorServiceClient(s.valConn)}
 	}
-	inf.addHandler(s.openapi.Update)
+	client := storagev1.NewStorageServiceClient(s.conn)
+	st := &store{client: client}
+	s.inf = newInformer(client, log)
+	s.server = &server{st: st, inf: s.inf, discovery: newDiscoveryIndex(), checks: checks, log: log}
+	s.inf.addHandler(s.server.discovery.update)
+	s.ctrl = newControllers(log, s.inf, st, cfg.Workers, cleanupConfig{timeout: cfg.CleanupTimeout, poll: 100 * time.Millisecond})
+	// documents follow the informer, per group-version
+	s.openapi = openapi.New()
+	s.inf.addHandler(s.openapi.Update)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
 	s.cancel = func() { stop(); cancel() }
-	s.wg.Go(func() { inf.run(runCtx) })
+	s.wg.Go(func() { s.inf.run(runCtx) })
 	s.wg.Go(func() { cfg.Elector.Run(runCtx, s.ctrl.lead) })
 	return s, nil
 }
@@ -85,13 +110,26 @@ func (s *Service) WaitReady(ctx context.Context) error {
 	return s.inf.waitSynced(ctx)
 }
 
-// Close stops the background work and the storage connection.
+// Close stops the background work and the connections.
 func (s *Service) Close() error {
 	var err error
 	s.once.Do(func() {
 		s.cancel()
 		s.wg.Wait()
-		err = s.conn.Close()
+		err = s.closeClients()
 	})
 	return err
+}
+
+func (s *Service) closeClients() error {
+	var errs []error
+	for _, c := range []*grpc.ClientConn{s.conn, s.valConn} {
+		if c != nil {
+			errs = append(errs, c.Close())
+		}
+	}
+	if s.etcd != nil {
+		errs = append(errs, s.etcd.Close())
+	}
+	return errors.Join(errs...)
 }

@@ -108,24 +108,43 @@ func markForDeletion(crd *CRD) {
 
 // validateCRDCreate validates a prepared new CRD; a 422 on failure.
 func validateCRDCreate(ctx context.Context, crd *CRD) error {
-	in, err := toInternal(crd)
-	if err != nil {
-		return apierrors.NewInternalError(err)
-	}
-	return invalid(crd.Name, validateCreate(ctx, in))
+	return validateCRD(ctx, nil, crd, nil)
 }
 
 // validateCRDUpdate validates a prepared update of the main resource.
 func validateCRDUpdate(ctx context.Context, crd, old *CRD) error {
+	return validateCRD(ctx, nil, crd, old)
+}
+
+// validateCRD validates a prepared create (old nil) or update of the main
+// resource: the registry's own rules, then the validator's schema checks
+// (CEL, defaults) when checks is set. The result is a 422 listing every
+// field error, or another Status when validation could not run.
+func validateCRD(ctx context.Context, checks schemaChecks, crd, old *CRD) error {
+	_, err := validateCRDWithWarnings(ctx, checks, crd, old)
+	return err
+}
+
+func validateCRDWithWarnings(ctx context.Context, checks schemaChecks, crd, old *CRD) ([]string, error) {
 	in, err := toInternal(crd)
 	if err != nil {
-		return apierrors.NewInternalError(err)
+		return nil, apierrors.NewInternalError(err)
 	}
-	oldIn, err := toInternal(old)
+	var errs field.ErrorList
+	if old == nil {
+		errs = validateCreate(ctx, in)
+	} else {
+		oldIn, err := toInternal(old)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		errs = validateUpdate(ctx, in, oldIn)
+	}
+	errs, warnings, err := withSchemaChecks(ctx, checks, crd, old, errs)
 	if err != nil {
-		return apierrors.NewInternalError(err)
+		return nil, err
 	}
-	return invalid(crd.Name, validateUpdate(ctx, in, oldIn))
+	return warnings, invalid(crd.Name, errs)
 }
 
 // validateCRDStatusUpdate validates a prepared update of the status.

@@ -3,9 +3,9 @@ package registry
 // Validation of CustomResourceDefinitions, as upstream's
 // ValidateCustomResourceDefinition and friends: the same rules, field paths
 // and messages, evaluated on the internal form (the one upstream validates,
-// so that values and paths render identically). Not covered yet (see
-// README.md): CEL compilation and cost of x-kubernetes-validations, and
-// validation of default values against their schemas.
+// so that values and paths render identically). CEL compilation and cost of
+// x-kubernetes-validations, and the validation of default values, need the
+// validator's machinery: see validatecrd.go.
 
 import (
 	"context"

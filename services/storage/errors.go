@@ -18,6 +18,9 @@ const (
 	msgObjectModified  = "the object has been modified; please apply your changes to the latest version and try again"
 	msgContinueExpired = "The provided continue parameter is too old to display a consistent list result. " +
 		"You can start a new list without the continue parameter."
+	// msgListExpired answers a list at a compacted revision (etcd3's store;
+	// watches say "too old resource version").
+	msgListExpired = "The resourceVersion for the provided list is too old."
 )
 
 func errNotFound(k objectKey) error { return apierrors.NewNotFound(k.resource, k.name) }

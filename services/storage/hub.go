@@ -223,6 +223,7 @@ func (h *hub) addLocked(rev int64) *subscription {
 // run pumps the etcd watch into the subscribers until the hub stops or
 // fails.
 func (h *hub) run() {
+	defer trackHub(h.shared)()
 	defer h.cancel()
 	wch := h.svc.client.Watch(h.ctx, h.prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(h.start+1))
 	for wr := range wch {

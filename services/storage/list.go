@@ -152,7 +152,7 @@ func (s *Service) readErr(ctx context.Context, err error, rev int64, continuing 
 		if continuing {
 			return apierrors.NewResourceExpired(msgContinueExpired)
 		}
-		return errTooOld(rev, s.compactRevision(ctx))
+		return apierrors.NewResourceExpired(msgListExpired)
 	case errors.Is(err, rpctypes.ErrFutureRev):
 		var current int64
 		if resp, gerr := s.client.Get(ctx, keyRoot, clientv3.WithCountOnly()); gerr == nil {

@@ -272,7 +272,7 @@ func TestListCompacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.client.List(ctx, &storagev1.ListRequest{Prefix: prefix, Options: &commonv1.ListOptions{ResourceVersion: old}})
-	wantStatus(t, err, 410, metav1.StatusReasonExpired, fmt.Sprintf("too old resource version: %d (%d)", old, upd.ResourceVersion))
+	wantStatus(t, err, 410, metav1.StatusReasonExpired, "The resourceVersion for the provided list is too old.")
 	_, err = e.client.List(ctx, &storagev1.ListRequest{Prefix: prefix, Options: &commonv1.ListOptions{Limit: 1, ContinueToken: first.ContinueToken}})
 	wantStatus(t, err, 410, metav1.StatusReasonExpired,
 		"The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")

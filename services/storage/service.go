@@ -157,7 +157,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	client, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: cfg.EtcdDialTimeout,
-		DialOptions: []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler())},
+		DialOptions: []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler()), etcdMetricsDialOption()},
 		Logger:      etcdLog.Logger,
 		// Watches and leases detect a dead connection.
 		DialKeepAliveTime:    30 * time.Second,

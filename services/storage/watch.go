@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -25,6 +26,7 @@ const initialPageSize = 1000
 // events when allowed. A compacted start revision ends the stream with a
 // 410 Expired Status. The stream ends cleanly when the client cancels.
 func (s *Service) Watch(req *storagev1.WatchRequest, stream storagev1.StorageService_WatchServer) error {
+	defer trackWatch()()
 	err := s.watch(stream.Context(), req, stream.Send)
 	if err != nil && stream.Context().Err() != nil {
 		return nil // the client went away
@@ -83,6 +85,9 @@ func (s *Service) sendInitialEvents(ctx context.Context, prefix string, rev int6
 		}
 		resp, err := s.client.Get(ctx, from, ops...)
 		if err != nil {
+			if errors.Is(err, rpctypes.ErrCompacted) {
+				return 0, errTooOld(rev, s.compactRevision(ctx))
+			}
 			return 0, s.readErr(ctx, err, rev, false)
 		}
 		if rev == 0 {

@@ -15,13 +15,14 @@ import (
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/validator/celrules"
+	"github.com/crdplane/crdplane/services/validator/internal/jsondec"
 	"github.com/crdplane/crdplane/services/validator/internal/jsonenc"
 	"github.com/crdplane/crdplane/services/validator/schema"
 )
@@ -72,25 +73,45 @@ func (s *Service) admit(ctx context.Context, req *validatorv1.AdmitRequest) (*va
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("CustomResourceDefinition %s version %s has no status subresource", cv.crdName, cv.version))
 	}
 
-	obj, err := a.decode(req.GetObject(), false)
+	obj, unknown, err := a.decode(req.GetObject(), false)
 	if err != nil {
 		return nil, err
 	}
+	// Unknown fields, as upstream's decoder under the fieldValidation
+	// directive: Strict fails before anything is validated.
+	switch req.GetFieldValidation() {
+	case metav1.FieldValidationStrict:
+		if len(unknown) > 0 {
+			msgs := make([]string, len(unknown))
+			for i, path := range unknown {
+				msgs[i] = fmt.Sprintf("unknown field %q", path)
+			}
+			return nil, apierrors.NewBadRequest(a.cannotHandle(errors.New("strict decoding error: " + strings.Join(msgs, ", "))))
+		}
+	case metav1.FieldValidationIgnore:
+	default:
+		for _, path := range unknown {
+			a.warnings = append(a.warnings, fmt.Sprintf("unknown field %q", path))
+		}
+	}
 	if a.update {
-		if a.old, err = a.decode(req.GetOldObject(), true); err != nil {
+		if a.old, _, err = a.decode(req.GetOldObject(), true); err != nil {
 			return nil, fmt.Errorf("old object: %w", err)
 		}
 	}
 
 	errs := a.validate(ctx, obj)
-	resp := &validatorv1.AdmitResponse{Warnings: a.warnings}
-	if !a.status {
-		resp.Warnings = append(resp.Warnings, finalizerWarnings(obj, a.old)...)
-	}
+	resp := &validatorv1.AdmitResponse{}
 	if len(errs) > 0 {
+		// Upstream records finalizer warnings only after validation passed.
 		resp.Causes = causes(errs)
+		resp.Warnings = dedup(a.warnings)
 		return resp, nil
 	}
+	if !a.status {
+		a.warnings = append(a.warnings, finalizerWarnings(obj, a.old)...)
+	}
+	resp.Warnings = dedup(a.warnings)
 	if resp.Object, err = jsonenc.Append(make([]byte, 0, len(req.GetObject())+256), obj); err != nil {
 		return nil, fmt.Errorf("encode object: %w", err)
 	}
@@ -120,6 +141,11 @@ func checkRequest(req *validatorv1.AdmitRequest) error {
 	if sub := req.GetSubresource(); sub != "" && sub != "status" {
 		problems = append(problems, fmt.Sprintf("subresource %q is not admitted by the validator", sub))
 	}
+	switch fv := req.GetFieldValidation(); fv {
+	case "", metav1.FieldValidationStrict, metav1.FieldValidationWarn, metav1.FieldValidationIgnore:
+	default:
+		problems = append(problems, fmt.Sprintf("field_validation %q must be Strict, Warn, Ignore or empty", fv))
+	}
 	if len(req.GetObject()) == 0 {
 		problems = append(problems, "object is required")
 	}
@@ -131,29 +157,50 @@ func checkRequest(req *validatorv1.AdmitRequest) error {
 
 // admission is one Admit call.
 type admission struct {
-	cv       *compiledVersion
-	update   bool
-	status   bool
-	old      map[string]any
+	cv     *compiledVersion
+	update bool
+	status bool
+	old    map[string]any
+	// corr correlates the object with the old one on update, shared by
+	// schema and CEL ratcheting (as upstream's CorrelatedObject).
+	corr     *schema.Correlation
 	warnings []string
 }
 
+// dedup drops repeated warnings, keeping the first (as upstream's warning
+// recorder).
+func dedup(warnings []string) []string {
+	if len(warnings) < 2 {
+		return warnings
+	}
+	seen := make(map[string]struct{}, len(warnings))
+	out := warnings[:0]
+	for _, w := range warnings {
+		if _, dup := seen[w]; !dup {
+			seen[w] = struct{}{}
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // decode decodes an object and applies what upstream's decoder does: the
-// metadata round trip, pruning, embedded metadata, defaulting. The stored
+// metadata round trip, pruning, embedded metadata, defaulting. It returns
+// the paths of the unknown (pruned) fields in upstream's order. The stored
 // (old) object is decoded as upstream reads from storage: malformed
 // metadata fields are dropped.
-func (a *admission) decode(raw []byte, stored bool) (map[string]any, error) {
-	var v any
-	if err := utiljson.Unmarshal(raw, &v); err != nil {
-		return nil, apierrors.NewBadRequest(a.cannotHandle(err))
+func (a *admission) decode(raw []byte, stored bool) (map[string]any, []string, error) {
+	v, err := jsondec.Unmarshal(raw)
+	if err != nil {
+		return nil, nil, apierrors.NewBadRequest(a.cannotHandle(err))
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, apierrors.NewBadRequest(a.cannotHandle(fmt.Errorf("expected a JSON object, got %s", jsonKind(v))))
+		return nil, nil, apierrors.NewBadRequest(a.cannotHandle(fmt.Errorf("expected a JSON object, got %s", jsonKind(v))))
 	}
 	unknown, err := schema.Normalize(obj, a.cv.schema, stored)
 	if err != nil {
-		return nil, apierrors.NewBadRequest(a.cannotHandle(err))
+		return nil, nil, apierrors.NewBadRequest(a.cannotHandle(err))
 	}
 	if stored {
 		// Upstream's storage decoder repairs a missing generation of very
@@ -165,12 +212,7 @@ func (a *admission) decode(raw []byte, stored bool) (map[string]any, error) {
 		}
 	}
 	schema.Default(obj, a.cv.schema)
-	if !stored {
-		for _, path := range unknown {
-			a.warnings = append(a.warnings, fmt.Sprintf("unknown field %q", path))
-		}
-	}
-	return obj, nil
+	return obj, unknown, nil
 }
 
 // cannotHandle words a decoding failure as upstream's request decoder.
@@ -194,39 +236,75 @@ func jsonKind(v any) string {
 
 // validate runs upstream's custom resource validation for the operation:
 // type meta, object meta, schema (ratcheted on update), scale, embedded
-// resources and list types, in upstream's order.
+// resources, list types and, unless an error makes them moot, the CEL
+// rules, in upstream's order.
 func (a *admission) validate(ctx context.Context, obj map[string]any) field.ErrorList {
 	cv := a.cv
-	if errs := a.validateTypeMeta(obj); len(errs) > 0 {
-		return errs
+	if a.update {
+		a.corr = schema.NewCorrelation(obj, a.old, cv.schema)
 	}
 	var errs field.ErrorList
-	errs = append(errs, a.validateObjectMeta(ctx, obj)...)
 	switch {
 	case a.status:
+		errs = append(errs, a.validateObjectMeta(ctx, obj)...)
 		if st, ok := obj["status"]; ok && cv.status != nil {
-			errs = append(errs, schema.ValidateSchema(field.NewPath("status"), st, cv.status, schema.WithRatcheting(a.old["status"]))...)
+			errs = append(errs, schema.ValidateSchema(field.NewPath("status"), st, cv.status, schema.WithCorrelation(a.corr.Key("status")))...)
 		}
 		errs = append(errs, validateScaleStatus(obj, cv)...)
 		if listErrs := schema.ValidateListTypes(nil, obj, cv.schema); len(listErrs) > 0 && len(schema.ValidateListTypes(nil, a.old, cv.schema)) == 0 {
 			errs = append(errs, listErrs...)
 		}
 	case a.update:
-		errs = append(errs, schema.ValidateSchema(nil, obj, cv.schema, schema.WithRatcheting(a.old))...)
-		errs = append(errs, validateScaleSpec(obj, cv)...)
-		errs = append(errs, validateScaleStatus(obj, cv)...)
+		errs = append(errs, a.validateResource(ctx, obj, schema.WithCorrelation(a.corr))...)
 		errs = append(errs, schema.ValidateEmbeddedResources(nil, obj, cv.schema)...)
 		if len(schema.ValidateListTypes(nil, a.old, cv.schema)) == 0 {
 			errs = append(errs, schema.ValidateListTypes(nil, obj, cv.schema)...)
 		}
 	default:
-		errs = append(errs, schema.ValidateSchema(nil, obj, cv.schema)...)
-		errs = append(errs, validateScaleSpec(obj, cv)...)
-		errs = append(errs, validateScaleStatus(obj, cv)...)
+		errs = append(errs, a.validateResource(ctx, obj)...)
 		errs = append(errs, schema.ValidateEmbeddedResources(nil, obj, cv.schema)...)
 		errs = append(errs, schema.ValidateListTypes(nil, obj, cv.schema)...)
 	}
+	if cv.cel != nil {
+		if blockingErr(errs) {
+			errs = append(errs, field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
+		} else {
+			var old any
+			if a.old != nil {
+				old = a.old
+			}
+			res := cv.cel.Validate(ctx, nil, obj, old, a.corr, celrules.RuntimeCostBudget)
+			errs = append(errs, res.Errors...)
+			a.warnings = append(a.warnings, res.Warnings...)
+		}
+	}
 	return errs
+}
+
+// validateResource is upstream's custom resource validator: type meta (on
+// error nothing else), object meta, the schema, the scale paths.
+func (a *admission) validateResource(ctx context.Context, obj map[string]any, opts ...schema.ValidateOption) field.ErrorList {
+	if errs := a.validateTypeMeta(obj); len(errs) > 0 {
+		return errs
+	}
+	errs := a.validateObjectMeta(ctx, obj)
+	errs = append(errs, schema.ValidateSchema(nil, obj, a.cv.schema, opts...)...)
+	errs = append(errs, validateScaleSpec(obj, a.cv)...)
+	errs = append(errs, validateScaleStatus(obj, a.cv)...)
+	return errs
+}
+
+// blockingErr reports whether errs hold an error that makes CEL rules moot
+// (upstream's hasBlockingErr: a type, required, enum, maxLength, maxItems
+// or maxProperties violation).
+func blockingErr(errs field.ErrorList) bool {
+	for _, e := range errs {
+		switch e.Type {
+		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
+			return true
+		}
+	}
+	return false
 }
 
 func (a *admission) validateTypeMeta(obj map[string]any) field.ErrorList {

@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/crdplane/crdplane/services/validator/celrules"
 	"github.com/crdplane/crdplane/services/validator/schema"
 )
 
@@ -20,6 +21,7 @@ type compiledVersion struct {
 	apiVersion string // group/version
 	namespaced bool
 	schema     *schema.Schema
+	cel        *celrules.Validator // nil without x-kubernetes-validations
 	hasStatus  bool
 	status     *schema.Schema // .status's schema when the status subresource is on
 	scale      *apiextensionsv1.CustomResourceSubresourceScale
@@ -47,6 +49,10 @@ func compileVersion(crd *CRD, version string) (*compiledVersion, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CustomResourceDefinition %s version %s: %w", crd.Name, version, err)
 	}
+	celValidator, err := celrules.Compile(props)
+	if err != nil {
+		return nil, fmt.Errorf("CustomResourceDefinition %s version %s: x-kubernetes-validations: %w", crd.Name, version, err)
+	}
 	kind := crd.Status.AcceptedNames.Kind
 	if kind == "" {
 		kind = crd.Spec.Names.Kind
@@ -59,6 +65,7 @@ func compileVersion(crd *CRD, version string) (*compiledVersion, error) {
 		apiVersion: crd.Spec.Group + "/" + version,
 		namespaced: crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
 		schema:     s,
+		cel:        celValidator,
 	}
 	if sub := v.Subresources; sub != nil {
 		if sub.Status != nil {

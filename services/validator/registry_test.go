@@ -201,3 +201,29 @@ func TestCompiledCacheEviction(t *testing.T) {
 		t.Errorf("deleted CRD not evicted")
 	}
 }
+
+// TestCompiledCELOncePerGeneration: the CEL programs are compiled with the
+// schema, once per CRD generation and version, and reused by requests.
+func TestCompiledCELOncePerGeneration(t *testing.T) {
+	c := newCompiledCache()
+	crd := loadCRD(t, "testdata/crds/crontab-cel.yaml")
+	crd.UID, crd.Generation = "c", 1
+	a, err := c.get(crd, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.cel == nil || len(a.cel.Rules()) != 2 || len(a.cel.Rules("spec", "env", "[]", "name")) != 1 {
+		t.Fatalf("rules not compiled: %+v", a.cel)
+	}
+	b, err := c.get(crd.DeepCopy(), "v1")
+	if err != nil || b.cel != a.cel {
+		t.Errorf("generation 1 compiled twice: %v", err)
+	}
+	gen2 := crd.DeepCopy()
+	gen2.Generation = 2
+	c.onChange(crd, gen2)
+	d, err := c.get(gen2, "v1")
+	if err != nil || d.cel == a.cel {
+		t.Errorf("generation 2 not recompiled: %v", err)
+	}
+}

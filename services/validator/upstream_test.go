@@ -7,6 +7,8 @@ import (
 	"context"
 	"reflect"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -22,6 +24,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/warning"
 
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
@@ -29,12 +32,42 @@ import (
 
 type upstreamCRD struct {
 	structural *structuralschema.Structural
-	create     func(obj *unstructured.Unstructured) field.ErrorList
-	update     func(obj, old *unstructured.Unstructured) field.ErrorList
-	status     func(obj, old *unstructured.Unstructured) field.ErrorList
+	create     func(rec *warningRecorder, obj *unstructured.Unstructured) field.ErrorList
+	update     func(rec *warningRecorder, obj, old *unstructured.Unstructured) field.ErrorList
+	status     func(rec *warningRecorder, obj, old *unstructured.Unstructured) field.ErrorList
 }
 
-func newUpstreamCRD(t *testing.T, crd *CRD, version string) *upstreamCRD {
+// warningRecorder collects the warnings upstream's strategies add to the
+// request context (CEL failures excused by ratcheting).
+type warningRecorder struct {
+	mu       sync.Mutex
+	warnings []string
+}
+
+func (r *warningRecorder) AddWarning(_, text string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.warnings = append(r.warnings, text)
+}
+
+const celCRD = "crontabs.cel.example.com"
+
+const celSpec = "spec: {cronSpec: '*/5 * * * *', image: 'nginx:1.27', replicas: 2, maxReplicas: 5, env: [{name: TZ, value: UTC}], labels: {app: cron}}\n"
+
+func celTab(rest string) string {
+	return `apiVersion: cel.example.com/v1
+kind: CronTab
+metadata:
+  name: nightly
+  namespace: default
+  uid: 6a0b1c2d-0000-4000-8000-000000000001
+  creationTimestamp: "2024-05-31T12:56:35Z"
+  generation: 1
+  resourceVersion: "5"
+` + rest
+}
+
+func newUpstreamCRD(t testing.TB, crd *CRD, version string) *upstreamCRD {
 	t.Helper()
 	v, err := findVersion(crd, version)
 	if err != nil {
@@ -79,22 +112,26 @@ func newUpstreamCRD(t *testing.T, crd *CRD, version string) *upstreamCRD {
 	strategy := customresource.NewStrategy(nil, crd.Spec.Scope == apiextensionsv1.NamespaceScoped, gvk,
 		validator, statusValidator, s, statusSpec, scaleSpec, nil)
 	statusStrategy := customresource.NewStatusStrategy(strategy)
-	ctx := genericapirequest.NewContext()
+	ctx := func(rec *warningRecorder) context.Context {
+		return warning.WithWarningRecorder(genericapirequest.NewContext(), rec)
+	}
 	return &upstreamCRD{
 		structural: s,
-		create:     func(obj *unstructured.Unstructured) field.ErrorList { return strategy.Validate(ctx, obj) },
-		update: func(obj, old *unstructured.Unstructured) field.ErrorList {
-			return strategy.ValidateUpdate(ctx, obj, old)
+		create: func(rec *warningRecorder, obj *unstructured.Unstructured) field.ErrorList {
+			return strategy.Validate(ctx(rec), obj)
 		},
-		status: func(obj, old *unstructured.Unstructured) field.ErrorList {
-			return statusStrategy.ValidateUpdate(ctx, obj, old)
+		update: func(rec *warningRecorder, obj, old *unstructured.Unstructured) field.ErrorList {
+			return strategy.ValidateUpdate(ctx(rec), obj, old)
+		},
+		status: func(rec *warningRecorder, obj, old *unstructured.Unstructured) field.ErrorList {
+			return statusStrategy.ValidateUpdate(ctx(rec), obj, old)
 		},
 	}
 }
 
 // decode is upstream's decoder for an object (schema coercion, then
 // defaulting).
-func (u *upstreamCRD) decode(t *testing.T, raw []byte, stored bool) *unstructured.Unstructured {
+func (u *upstreamCRD) decode(t testing.TB, raw []byte, stored bool) *unstructured.Unstructured {
 	t.Helper()
 	var obj map[string]any
 	if err := utiljson.Unmarshal(raw, &obj); err != nil {
@@ -154,6 +191,32 @@ func TestAdmitDifferential(t *testing.T) {
 		{name: "widget status ok", crd: "widgets.example.com", sub: "status",
 			obj: widgetMeta + "spec: {size: small}\nstatus: {phase: Ready, replicas: 2}\n",
 			old: widgetMeta + "spec: {size: small}\n"},
+		{name: "cel create ok", crd: celCRD, obj: celTab(celSpec)},
+		{name: "cel create invalid", crd: celCRD,
+			obj: celTab("spec: {cronSpec: '* * *', image: nginx, replicas: 20, env: [{name: lower}], labels: {kubernetes.io/x: a}}\nstatus: {availableReplicas: 11}\n")},
+		{name: "cel create long name", crd: celCRD,
+			obj: strings.Replace(celTab(celSpec), "name: nightly", "name: "+strings.Repeat("n", 64), 1)},
+		{name: "cel blocked by schema error", crd: celCRD,
+			obj: celTab("spec: {cronSpec: '* * *', image: nginx, replicas: x}\n")},
+		{name: "cel blocked by required", crd: celCRD,
+			obj: celTab("spec: {cronSpec: '* * *'}\n")},
+		{name: "cel not blocked by pattern-like errors", crd: celCRD,
+			obj: strings.Replace(celTab("spec: {cronSpec: '* * *', image: nginx}\n"), "name: nightly", "name: Nightly", 1)},
+		{name: "cel update transition", crd: celCRD,
+			obj: celTab("spec: {cronSpec: '0 * * * *', image: 'nginx:2'}\n"),
+			old: celTab("spec: {cronSpec: '0 * * * *', image: 'nginx:1'}\n")},
+		{name: "cel update paused", crd: celCRD,
+			obj: celTab("spec: {cronSpec: '0 * * * *', image: 'nginx:2', paused: true}\n"),
+			old: celTab("spec: {cronSpec: '0 * * * *', image: 'nginx:1'}\n")},
+		{name: "cel update ratchet", crd: celCRD,
+			obj: celTab("spec: {cronSpec: '* * *', image: nginx, replicas: 20, env: [{name: lower}, {name: OK, value: b}]}\n"),
+			old: celTab("spec: {cronSpec: '* * *', image: nginx, replicas: 20, env: [{name: lower}, {name: OK, value: a}]}\n")},
+		{name: "cel status transition", crd: celCRD, sub: "status",
+			obj: celTab(celSpec + "status: {phase: Pending, availableReplicas: 20}\n"),
+			old: celTab(celSpec + "status: {phase: Failed}\n")},
+		{name: "cel status ratchets spec rules", crd: celCRD, sub: "status",
+			obj: celTab("spec: {cronSpec: '* * *', image: nginx}\nstatus: {phase: Running}\n"),
+			old: celTab("spec: {cronSpec: '* * *', image: nginx}\nstatus: {phase: Pending}\n")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -182,13 +245,25 @@ func TestAdmitDifferential(t *testing.T) {
 
 			obj := up.decode(t, req.Object, false)
 			var want field.ErrorList
+			rec := &warningRecorder{}
 			switch {
 			case tc.sub == "status":
-				want = up.status(obj, up.decode(t, req.OldObject, true))
+				want = up.status(rec, obj, up.decode(t, req.OldObject, true))
 			case tc.old != "":
-				want = up.update(obj, up.decode(t, req.OldObject, true))
+				want = up.update(rec, obj, up.decode(t, req.OldObject, true))
 			default:
-				want = up.create(obj)
+				want = up.create(rec, obj)
+			}
+			var gotWarnings []string
+			for _, w := range resp.Warnings {
+				if !strings.HasPrefix(w, "unknown field") && !strings.HasPrefix(w, "metadata.finalizers") {
+					gotWarnings = append(gotWarnings, w)
+				}
+			}
+			slices.Sort(gotWarnings)
+			slices.Sort(rec.warnings)
+			if !reflect.DeepEqual(gotWarnings, rec.warnings) {
+				t.Errorf("warnings differ from upstream:\n      got %q\n upstream %q", gotWarnings, rec.warnings)
 			}
 			var wantStrings []string
 			for _, e := range want {

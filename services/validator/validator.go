@@ -1,8 +1,10 @@
 // Package validator is crdplane's ValidatorService: admission of one custom
-// resource against its CRD version's structural schema (prune, default,
-// validate, with upstream's error types, paths and messages; ratcheting on
-// update). CRDs come from the registry's watch (or, to run alone, from
-// manifest files); compiled schemas are cached by CRD uid + generation +
+// resource against its CRD version's structural schema and CEL rules
+// (prune, default, validate, with upstream's error types, paths and
+// messages; ratcheting on update; fieldValidation of unknown fields), and
+// the CRD write-time checks of defaults and CEL rules (ValidateCRD). CRDs
+// come from the registry's watch (or, to run alone, from manifest files);
+// compiled schemas and CEL programs are cached by CRD uid + generation +
 // version.
 package validator
 

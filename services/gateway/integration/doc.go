@@ -1,5 +1,5 @@
 // Package integration holds the gateway's integration test: the real
-// storage (embedded etcd), registry, validator and gateway services in one
-// process over in-process gRPC, driven over HTTPS by net/http and
-// client-go's dynamic client.
+// storage (embedded etcd), registry, validator and converter services of
+// internal/backendtest and gateways serving HTTPS, in one process over
+// in-process gRPC, driven by net/http and client-go's dynamic client.
 package integration

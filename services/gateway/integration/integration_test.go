@@ -4,16 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,19 +20,15 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/crdplane/crdplane/pkg/grpcx"
 	"github.com/crdplane/crdplane/services/gateway"
+	"github.com/crdplane/crdplane/services/gateway/internal/backendtest"
 	"github.com/crdplane/crdplane/services/gateway/localpki"
-	"github.com/crdplane/crdplane/services/registry"
-	"github.com/crdplane/crdplane/services/storage"
-	"github.com/crdplane/crdplane/services/validator"
 )
 
 const token = "integration-token"
 
-var seq atomic.Int64
-
-// platform is every service but the converter, in this process.
+// platform is the real backend services (shared with the gateway's own
+// tests) and gateways in front of them, in this process.
 type platform struct {
 	gw     *gateway.Service
 	base   string
@@ -46,45 +39,10 @@ type platform struct {
 	pki                       *localpki.PKI
 }
 
-// serve runs register on a fresh in-process gRPC server and returns its address.
-func serve(t *testing.T, name string, register func(*grpc.Server)) string {
-	t.Helper()
-	name = fmt.Sprintf("it-%s-%d", name, seq.Add(1))
-	srv := grpcx.NewServer()
-	register(srv)
-	lis := grpcx.ListenInProcess(name)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return "inproc://" + name
-}
-
 func startPlatform(t *testing.T) *platform {
 	t.Helper()
-	// The services live as long as the test: New's context is their lifetime.
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-
-	sto, err := storage.New(ctx, storage.Config{DataDir: t.TempDir(), EtcdLogLevel: "error", UnsafeNoFsync: true, BookmarkInterval: time.Second})
-	if err != nil {
-		t.Fatalf("storage: %v", err)
-	}
-	t.Cleanup(func() { _ = sto.Close() })
-	stoAddr := serve(t, "storage", sto.Register)
-
-	reg, err := registry.New(ctx, registry.Config{StorageAddr: stoAddr})
-	if err != nil {
-		t.Fatalf("registry: %v", err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
-	regAddr := serve(t, "registry", reg.Register)
-
-	val, err := validator.New(ctx, validator.Config{RegistryAddr: regAddr})
-	if err != nil {
-		t.Fatalf("validator: %v", err)
-	}
-	t.Cleanup(func() { _ = val.Close() })
-	valAddr := serve(t, "validator", val.Register)
-
+	b := backendtest.Start(t)
+	regAddr, valAddr, stoAddr := b.RegistryAddr, b.ValidatorAddr, b.StorageAddr
 	pki, err := localpki.Generate([]string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)

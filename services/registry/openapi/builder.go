@@ -1,21 +1,25 @@
-// Package openapi builds the OpenAPI v3 documents kube-apiserver publishes at
-// /openapi/v3: an index of group-versions and one document per group-version
+// Package openapi builds the OpenAPI documents kube-apiserver publishes:
+// /openapi/v3, an index of group-versions and one document per group-version
 // with the paths of every resource (operations carrying
 // x-kubernetes-group-version-kind and their query parameters, which kubectl
 // reads to decide whether the server validates fields) and the schemas (CRD
-// schemas plus upstream's own definitions of ObjectMeta and the CRD type).
+// schemas plus upstream's own definitions of ObjectMeta and the CRD type);
+// and /openapi/v2, one swagger document with the lossy v3 → v2 conversion
+// of the CRD schemas (v2.go).
 //
-// Documents are kept per group-version and rebuilt only for the
-// group-versions a CRD change touches.
+// Documents are kept per group-version and rendered again only for the
+// group-versions a CRD change touches, on the first request after it.
 package openapi
 
 import (
 	"crypto/sha512"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	generated "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
@@ -29,104 +33,217 @@ type CRD = apiextensionsv1.CustomResourceDefinition
 // Document is one rendered document.
 type Document struct {
 	Body []byte
-	// Hash is the upper-case hex SHA-512 of Body, as upstream puts in the
-	// index's serverRelativeURL.
+	// Hash identifies Body: the upper-case hex SHA-512 of Body, as upstream
+	// puts in the index's serverRelativeURL (for /openapi/v2, assembled from
+	// parts, the SHA-512 of the parts' hashes).
 	Hash string
 }
 
-// Builder holds the current documents.
+// Builder holds the documents. CRD changes only mark the group-versions
+// they touch; a document is rendered on the first request that needs it
+// after a change, so that a burst of changes (the initial list of every
+// CRD) renders each document once.
 type Builder struct {
-	mu    sync.RWMutex
-	crds  map[string]*CRD            // by name, Established only
-	gvs   map[string]map[string]*CRD // "apis/<group>/<version>" → CRDs by name
-	docs  map[string]*Document       // "apis/<group>/<version>" → document
-	index *Document
+	mu     sync.Mutex
+	crds   map[string]*CRD     // by name, Established only
+	gvs    map[string]*gvState // "apis/<group>/<version>"
+	apiext *Document           // apis/apiextensions.k8s.io/v1
+	index  *Document           // nil: stale
+	v2doc  *Document           // nil: stale
+	v2pb   *Document           // nil: stale
+}
+
+// gvState is one CRD group-version: its CRDs and rendered documents.
+type gvState struct {
+	crds map[string]*CRD
+	doc  *Document // OpenAPI v3; nil: stale
+	v2   *v2Part   // its share of /openapi/v2; nil: stale
 }
 
 // New returns a Builder holding only the apiextensions.k8s.io/v1 document.
 func New() *Builder {
-	b := &Builder{crds: map[string]*CRD{}, gvs: map[string]map[string]*CRD{}, docs: map[string]*Document{}}
-	b.docs[crdGVPath] = render(apiextensionsDocument())
-	b.rebuildIndexLocked()
-	return b
+	return &Builder{crds: map[string]*CRD{}, gvs: map[string]*gvState{}, apiext: render(apiextensionsDocument())}
 }
 
-// Update applies one CRD change (old nil: added; new nil: deleted) and
-// rebuilds the documents of the group-versions it touches.
+// Update applies one CRD change (old nil: added; new nil: deleted),
+// marking the documents of the group-versions it touches.
 func (b *Builder) Update(old, new *CRD) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	touched := map[string]bool{}
-	if old != nil {
-		if prev, ok := b.crds[old.Name]; ok {
-			for _, gv := range servedGVs(prev) {
-				delete(b.gvs[gv], prev.Name)
-				touched[gv] = true
-			}
-			delete(b.crds, old.Name)
-		}
-	}
-	if new != nil {
-		if prev, ok := b.crds[new.Name]; ok {
-			for _, gv := range servedGVs(prev) {
-				delete(b.gvs[gv], prev.Name)
-				touched[gv] = true
-			}
-			delete(b.crds, new.Name)
-		}
-		if established(new) && new.DeletionTimestamp == nil {
+	if old != nil && new != nil {
+		if prev, ok := b.crds[new.Name]; ok && sameDocuments(prev, new) {
+			// a status change: the documents stay as they are
 			b.crds[new.Name] = new
 			for _, gv := range servedGVs(new) {
-				if b.gvs[gv] == nil {
-					b.gvs[gv] = map[string]*CRD{}
-				}
-				b.gvs[gv][new.Name] = new
+				b.gvs[gv].crds[new.Name] = new
+			}
+			return
+		}
+	}
+	touched := map[string]bool{}
+	for _, c := range []*CRD{old, new} {
+		if c == nil {
+			continue
+		}
+		if prev, ok := b.crds[c.Name]; ok {
+			for _, gv := range servedGVs(prev) {
+				delete(b.gvs[gv].crds, prev.Name)
 				touched[gv] = true
 			}
+			delete(b.crds, c.Name)
+		}
+	}
+	if new != nil && established(new) && new.DeletionTimestamp == nil {
+		b.crds[new.Name] = new
+		for _, gv := range servedGVs(new) {
+			st := b.gvs[gv]
+			if st == nil {
+				st = &gvState{crds: map[string]*CRD{}}
+				b.gvs[gv] = st
+			}
+			st.crds[new.Name] = new
+			touched[gv] = true
 		}
 	}
 	if len(touched) == 0 {
 		return
 	}
 	for gv := range touched {
-		if len(b.gvs[gv]) == 0 {
+		if len(b.gvs[gv].crds) == 0 {
 			delete(b.gvs, gv)
-			delete(b.docs, gv)
 			continue
 		}
-		b.docs[gv] = render(groupVersionDocument(gv, b.gvs[gv]))
+		b.gvs[gv].doc, b.gvs[gv].v2 = nil, nil
 	}
-	b.rebuildIndexLocked()
+	b.index, b.v2doc, b.v2pb = nil, nil, nil
 }
 
 // Index returns the /openapi/v3 index.
 func (b *Builder) Index() *Document {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.index
-}
-
-// Get returns the document of path ("apis/<group>/<version>").
-func (b *Builder) Get(path string) (*Document, bool) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	d, ok := b.docs[path]
-	return d, ok
-}
-
-func (b *Builder) rebuildIndexLocked() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.index != nil {
+		return b.index
+	}
 	type entry struct {
 		ServerRelativeURL string `json:"serverRelativeURL"`
 	}
-	paths := make(map[string]entry, len(b.docs))
-	for p, d := range b.docs {
-		paths[p] = entry{ServerRelativeURL: "/openapi/v3/" + p + "?hash=" + d.Hash}
+	var stale []*gvState
+	var names []string
+	for gv, st := range b.gvs {
+		if st.doc == nil {
+			stale, names = append(stale, st), append(names, gv)
+		}
+	}
+	parallel(len(stale), func(i int) { stale[i].doc = render(groupVersionDocument(names[i], stale[i].crds)) })
+	paths := make(map[string]entry, len(b.gvs)+1)
+	paths[crdGVPath] = entry{ServerRelativeURL: "/openapi/v3/" + crdGVPath + "?hash=" + b.apiext.Hash}
+	for gv := range b.gvs {
+		paths[gv] = entry{ServerRelativeURL: "/openapi/v3/" + gv + "?hash=" + b.docLocked(gv).Hash}
 	}
 	body, err := json.Marshal(map[string]any{"paths": paths})
 	if err != nil {
 		panic(fmt.Sprintf("openapi index: %v", err))
 	}
 	b.index = &Document{Body: body, Hash: hash(body)}
+	return b.index
+}
+
+// Get returns the document of path ("apis/<group>/<version>").
+func (b *Builder) Get(path string) (*Document, bool) {
+	if path == crdGVPath {
+		return b.apiext, true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.gvs[path]; !ok {
+		return nil, false
+	}
+	return b.docLocked(path), true
+}
+
+func (b *Builder) docLocked(gv string) *Document {
+	st := b.gvs[gv]
+	if st.doc == nil {
+		st.doc = render(groupVersionDocument(gv, st.crds))
+	}
+	return st.doc
+}
+
+// v2Parts returns every group-version's share of /openapi/v2, in order.
+func (b *Builder) v2Parts() []*v2Part {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	gvs := sortedKeys(b.gvs)
+	parallel(len(gvs), func(i int) {
+		if st := b.gvs[gvs[i]]; st.v2 == nil {
+			st.v2 = renderV2Part(gvs[i], st.crds)
+		}
+	})
+	parts := make([]*v2Part, len(gvs))
+	for i, gv := range gvs {
+		parts[i] = b.gvs[gv].v2
+	}
+	return parts
+}
+
+// parallel runs fn(0..n-1) on GOMAXPROCS goroutines.
+func parallel(n int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// V2 returns the /openapi/v2 document (JSON).
+func (b *Builder) V2() *Document {
+	b.mu.Lock()
+	d := b.v2doc
+	b.mu.Unlock()
+	if d != nil {
+		return d
+	}
+	d = assembleV2(b.v2Parts())
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.v2doc == nil {
+		b.v2doc = d
+	}
+	return b.v2doc
+}
+
+// V2Proto returns the /openapi/v2 document in its protobuf form
+// (gnostic's openapi_v2.Document), as kubectl asks for it.
+func (b *Builder) V2Proto() (*Document, error) {
+	b.mu.Lock()
+	d := b.v2pb
+	b.mu.Unlock()
+	if d != nil {
+		return d, nil
+	}
+	d, err := assembleV2Proto(b.v2Parts())
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.v2pb == nil {
+		b.v2pb = d
+	}
+	return b.v2pb, nil
 }
 
 func render(doc map[string]any) *Document {
@@ -138,6 +255,13 @@ func render(doc map[string]any) *Document {
 }
 
 func hash(b []byte) string { return fmt.Sprintf("%X", sha512.Sum512(b)) }
+
+// sameDocuments reports whether a published CRD's change leaves its
+// documents alone: same spec (generation), still Established, not deleted.
+func sameDocuments(prev, crd *CRD) bool {
+	return prev.Generation != 0 && prev.Generation == crd.Generation && prev.UID == crd.UID &&
+		established(crd) && crd.DeletionTimestamp == nil
+}
 
 func established(crd *CRD) bool {
 	for _, c := range crd.Status.Conditions {
@@ -195,7 +319,7 @@ func friendlyName(name string) string {
 }
 
 // addSchemaClosure puts the named definition and everything it refers to
-// into schemas.
+// into schemas (rendered once: upstream's definitions do not change).
 func addSchemaClosure(schemas map[string]any, name string) {
 	if _, ok := schemas[name]; ok {
 		return
@@ -204,10 +328,46 @@ func addSchemaClosure(schemas map[string]any, name string) {
 	if !ok {
 		return
 	}
-	schemas[name] = def.Schema
+	schemas[name] = renderedDefinition(name, def.Schema)
 	for _, dep := range def.Dependencies {
 		addSchemaClosure(schemas, friendlyName(dep))
 	}
+}
+
+var renderedDefs sync.Map // name → json.RawMessage
+
+func renderedDefinition(name string, s spec.Schema) json.RawMessage {
+	if b, ok := renderedDefs.Load(name); ok {
+		return b.(json.RawMessage)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("openapi definition %s: %v", name, err))
+	}
+	renderedDefs.Store(name, json.RawMessage(b))
+	return b
+}
+
+// copySchema deep-copies a schema (upstream's definitions are shared).
+func copySchema(s spec.Schema) spec.Schema {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("openapi: %v", err))
+	}
+	var out spec.Schema
+	if err := json.Unmarshal(b, &out); err != nil {
+		panic(fmt.Sprintf("openapi: %v", err))
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func sortedNames(m map[string]*CRD) []string {

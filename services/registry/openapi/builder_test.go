@@ -119,3 +119,25 @@ func TestBuilder(t *testing.T) {
 		t.Fatal("deleted CRD still published")
 	}
 }
+
+func TestStatusChangesKeepDocuments(t *testing.T) {
+	b := New()
+	crd := crontab(true)
+	crd.Generation, crd.UID = 1, "u1"
+	b.Update(nil, crd)
+	doc, _ := b.Get("apis/stable.example.com/v1")
+	v2 := b.V2()
+	upd := crd.DeepCopy()
+	upd.Status.StoredVersions = []string{"v1"}
+	b.Update(crd, upd)
+	if d, _ := b.Get("apis/stable.example.com/v1"); d != doc || b.V2() != v2 {
+		t.Fatal("documents rebuilt for a status change")
+	}
+	spec := upd.DeepCopy()
+	spec.Generation = 2
+	spec.Spec.Names.Kind = "CronTab2"
+	b.Update(upd, spec)
+	if d, _ := b.Get("apis/stable.example.com/v1"); d == doc || !strings.Contains(string(d.Body), "CronTab2") || !strings.Contains(string(b.V2().Body), "CronTab2") {
+		t.Fatal("documents not rebuilt for a spec change")
+	}
+}

@@ -2,10 +2,11 @@ package openapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"unicode"
 
-	"k8s.io/kube-openapi/pkg/validation/spec"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
 
 const crdGVPath = "apis/apiextensions.k8s.io/v1"
@@ -67,6 +68,41 @@ var (
 	prettyParam = param("pretty", "query", "string", "If 'true', then the output is pretty printed.")
 )
 
+// The parameter lists rendered once: every operation of every CRD repeats
+// them.
+var (
+	listParamsJSON       = rawJSON(listParams)
+	writeParamsJSON      = rawJSON(writeParams)
+	patchParamsJSON      = rawJSON(concat(writeParams, []map[string]any{forceParam}))
+	deleteParamsJSON     = rawJSON(deleteParams)
+	deleteCollectionJSON = rawJSON(concat(deleteParams, listParams))
+	prettyOnlyJSON       = rawJSON([]map[string]any{prettyParam})
+	namespacePrettyJSON  = rawJSON([]map[string]any{param("namespace", "path", "string", "object name and auth scope, such as for teams and projects"), prettyParam})
+)
+
+func rawJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("openapi: %v", err))
+	}
+	return b
+}
+
+// prependJSON returns the JSON array list with first in front.
+func prependJSON(first any, list json.RawMessage) json.RawMessage {
+	f := rawJSON(first)
+	out := make(json.RawMessage, 0, len(f)+len(list)+1)
+	out = append(out, '[')
+	out = append(out, f...)
+	if len(list) > 2 {
+		out = append(out, ',')
+		out = append(out, list[1:]...)
+	} else {
+		out = append(out, ']')
+	}
+	return out
+}
+
 func concat(lists ...[]map[string]any) []map[string]any {
 	var out []map[string]any
 	for _, l := range lists {
@@ -96,7 +132,7 @@ func responses(schema string, codes ...string) map[string]any {
 	return out
 }
 
-func (r resource) op(action, id, desc string, params []map[string]any, resp map[string]any, body map[string]any) map[string]any {
+func (r resource) op(action, id, desc string, params json.RawMessage, resp map[string]any, body map[string]any) map[string]any {
 	op := map[string]any{
 		"tags":                            []string{r.tag},
 		"description":                     desc,
@@ -117,11 +153,11 @@ func (r resource) op(action, id, desc string, params []map[string]any, resp map[
 // addPaths adds r's paths to paths.
 func (r resource) addPaths(paths map[string]any) {
 	base := "/apis/" + r.group + "/" + r.version + "/"
-	ns, nsInfix, nsParams := "", "", []map[string]any{prettyParam}
+	ns, nsInfix, nsParams := "", "", prettyOnlyJSON
 	if r.namespaced {
 		ns = "namespaces/{namespace}/"
 		nsInfix = "Namespaced"
-		nsParams = []map[string]any{param("namespace", "path", "string", "object name and auth scope, such as for teams and projects"), prettyParam}
+		nsParams = namespacePrettyJSON
 	}
 	id := func(verb, suffix string) string { return verb + r.tagID() + nsInfix + r.kind + suffix }
 	patchBody := map[string]any{
@@ -133,24 +169,24 @@ func (r resource) addPaths(paths map[string]any) {
 		"required": true,
 	}
 	paths[base+ns+r.plural] = map[string]any{
-		"get":        r.op("list", id("list", ""), "list objects of kind "+r.kind, listParams, responses(r.listSchemaName, "200"), nil),
-		"post":       r.op("post", id("create", ""), "create a "+r.kind, writeParams, responses(r.schemaName, "200", "201", "202"), jsonBody(r.schemaName, true)),
-		"delete":     r.op("deletecollection", id("deleteCollection", ""), "delete collection of "+r.kind, concat(deleteParams, listParams), responses(statusRef, "200"), jsonBody(deleteOpts, false)),
+		"get":        r.op("list", id("list", ""), "list objects of kind "+r.kind, listParamsJSON, responses(r.listSchemaName, "200"), nil),
+		"post":       r.op("post", id("create", ""), "create a "+r.kind, writeParamsJSON, responses(r.schemaName, "200", "201", "202"), jsonBody(r.schemaName, true)),
+		"delete":     r.op("deletecollection", id("deleteCollection", ""), "delete collection of "+r.kind, deleteCollectionJSON, responses(statusRef, "200"), jsonBody(deleteOpts, false)),
 		"parameters": nsParams,
 	}
-	nameParams := append([]map[string]any{param("name", "path", "string", "name of the "+r.kind)}, nsParams...)
+	nameParams := prependJSON(param("name", "path", "string", "name of the "+r.kind), nsParams)
 	paths[base+ns+r.plural+"/{name}"] = map[string]any{
 		"get":        r.op("get", id("read", ""), "read the specified "+r.kind, nil, responses(r.schemaName, "200"), nil),
-		"put":        r.op("put", id("replace", ""), "replace the specified "+r.kind, writeParams, responses(r.schemaName, "200", "201"), jsonBody(r.schemaName, true)),
-		"patch":      r.op("patch", id("patch", ""), "partially update the specified "+r.kind, concat(writeParams, []map[string]any{forceParam}), responses(r.schemaName, "200", "201"), patchBody),
-		"delete":     r.op("delete", id("delete", ""), "delete a "+r.kind, deleteParams, responses(statusRef, "200", "202"), jsonBody(deleteOpts, false)),
+		"put":        r.op("put", id("replace", ""), "replace the specified "+r.kind, writeParamsJSON, responses(r.schemaName, "200", "201"), jsonBody(r.schemaName, true)),
+		"patch":      r.op("patch", id("patch", ""), "partially update the specified "+r.kind, patchParamsJSON, responses(r.schemaName, "200", "201"), patchBody),
+		"delete":     r.op("delete", id("delete", ""), "delete a "+r.kind, deleteParamsJSON, responses(statusRef, "200", "202"), jsonBody(deleteOpts, false)),
 		"parameters": nameParams,
 	}
 	if r.status {
 		paths[base+ns+r.plural+"/{name}/status"] = map[string]any{
 			"get":        r.op("get", id("read", "Status"), "read status of the specified "+r.kind, nil, responses(r.schemaName, "200"), nil),
-			"put":        r.op("put", id("replace", "Status"), "replace status of the specified "+r.kind, writeParams, responses(r.schemaName, "200", "201"), jsonBody(r.schemaName, true)),
-			"patch":      r.op("patch", id("patch", "Status"), "partially update status of the specified "+r.kind, concat(writeParams, []map[string]any{forceParam}), responses(r.schemaName, "200", "201"), patchBody),
+			"put":        r.op("put", id("replace", "Status"), "replace status of the specified "+r.kind, writeParamsJSON, responses(r.schemaName, "200", "201"), jsonBody(r.schemaName, true)),
+			"patch":      r.op("patch", id("patch", "Status"), "partially update status of the specified "+r.kind, patchParamsJSON, responses(r.schemaName, "200", "201"), patchBody),
 			"parameters": nameParams,
 		}
 	}
@@ -158,15 +194,15 @@ func (r resource) addPaths(paths map[string]any) {
 		const scale = "io.k8s.api.autoscaling.v1.Scale"
 		paths[base+ns+r.plural+"/{name}/scale"] = map[string]any{
 			"get":        r.op("get", id("read", "Scale"), "read scale of the specified "+r.kind, nil, responses(scale, "200"), nil),
-			"put":        r.op("put", id("replace", "Scale"), "replace scale of the specified "+r.kind, writeParams, responses(scale, "200", "201"), jsonBody(scale, true)),
-			"patch":      r.op("patch", id("patch", "Scale"), "partially update scale of the specified "+r.kind, concat(writeParams, []map[string]any{forceParam}), responses(scale, "200", "201"), patchBody),
+			"put":        r.op("put", id("replace", "Scale"), "replace scale of the specified "+r.kind, writeParamsJSON, responses(scale, "200", "201"), jsonBody(scale, true)),
+			"patch":      r.op("patch", id("patch", "Scale"), "partially update scale of the specified "+r.kind, patchParamsJSON, responses(scale, "200", "201"), patchBody),
 			"parameters": nameParams,
 		}
 	}
 	if r.namespaced {
 		paths[base+r.plural] = map[string]any{
-			"get":        r.op("list", "list"+r.tagID()+r.kind+"ForAllNamespaces", "list objects of kind "+r.kind, listParams, responses(r.listSchemaName, "200"), nil),
-			"parameters": []map[string]any{prettyParam},
+			"get":        r.op("list", "list"+r.tagID()+r.kind+"ForAllNamespaces", "list objects of kind "+r.kind, listParamsJSON, responses(r.listSchemaName, "200"), nil),
+			"parameters": prettyOnlyJSON,
 		}
 	}
 }
@@ -259,25 +295,43 @@ func gvkExt(r resource, kind string) []map[string]string {
 	return []map[string]string{{"group": r.group, "kind": kind, "version": r.version}}
 }
 
-func objectSchema(r resource, v crdVersion) map[string]any {
-	s := map[string]any{"type": "object"}
+// objectSchema is a version's object schema: the CRD's schema with
+// apiVersion, kind and metadata, and the GVK extension.
+func objectSchema(r resource, v crdVersion) json.RawMessage {
+	s := apiextensionsv1.JSONSchemaProps{Type: "object"}
 	if v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
-		b, err := json.Marshal(v.Schema.OpenAPIV3Schema)
-		if err == nil {
-			_ = json.Unmarshal(b, &s)
-		}
+		s = *v.Schema.OpenAPIV3Schema // shallow: only the properties map is replaced
 	}
-	props, _ := s["properties"].(map[string]any)
-	if props == nil {
-		props = map[string]any{}
-		s["properties"] = props
+	props := make(map[string]apiextensionsv1.JSONSchemaProps, len(s.Properties)+3)
+	for k, p := range s.Properties {
+		props[k] = p
 	}
-	props["apiVersion"] = map[string]any{"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"}
-	props["kind"] = map[string]any{"type": "string", "description": "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"}
-	props["metadata"] = map[string]any{"allOf": []any{ref(objectMeta)}, "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"}
-	s["x-kubernetes-group-version-kind"] = gvkExt(r, r.kind)
-	return s
+	props["apiVersion"] = apiVersionProp
+	props["kind"] = kindProp
+	props["metadata"] = metadataProp
+	s.Properties = props
+	b, err := json.Marshal(&s)
+	if err != nil {
+		panic(fmt.Sprintf("openapi schema: %v", err))
+	}
+	ext := rawJSON(gvkExt(r, r.kind))
+	out := make(json.RawMessage, 0, len(b)+len(ext)+40)
+	out = append(out, b[:len(b)-1]...)
+	out = append(out, `,"x-kubernetes-group-version-kind":`...)
+	out = append(out, ext...)
+	return append(out, '}')
 }
+
+var (
+	apiVersionProp = apiextensionsv1.JSONSchemaProps{Type: "string", Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"}
+	kindProp       = apiextensionsv1.JSONSchemaProps{Type: "string", Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"}
+	metadataProp   = apiextensionsv1.JSONSchemaProps{
+		AllOf:       []apiextensionsv1.JSONSchemaProps{{Ref: ptrTo("#/components/schemas/" + objectMeta)}},
+		Description: "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+	}
+)
+
+func ptrTo[T any](v T) *T { return &v }
 
 func listSchema(r resource, kind string) map[string]any {
 	return map[string]any{
@@ -305,11 +359,10 @@ func apiextensionsDocument() map[string]any {
 	addSchemaClosure(schemas, crdTypeName)
 	addSchemaClosure(schemas, crdTypeName+"List")
 	for _, n := range []string{crdTypeName, crdTypeName + "List"} {
-		if s, ok := schemas[n].(spec.Schema); ok {
-			kind := strings.TrimPrefix(n, "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.")
-			s.AddExtension("x-kubernetes-group-version-kind", gvkExt(r, kind))
-			schemas[n] = s
-		}
+		s := copySchema(definitions()[n].Schema)
+		kind := strings.TrimPrefix(n, "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.")
+		s.AddExtension("x-kubernetes-group-version-kind", gvkExt(r, kind))
+		schemas[n] = s
 	}
 	return doc
 }

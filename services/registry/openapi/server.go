@@ -2,7 +2,11 @@ package openapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
+
+	"github.com/munnerz/goautoneg"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,8 +24,12 @@ type Server struct {
 // NewServer returns a Server for b.
 func NewServer(b *Builder) *Server { return &Server{b: b} }
 
-// GetDocument returns the v3 index or one group-version document.
+// GetDocument returns the v3 index, one v3 group-version document, or the
+// v2 document (JSON or protobuf, as the Accept header prefers).
 func (s *Server) GetDocument(_ context.Context, req *registryv1.GetDocumentRequest) (*registryv1.GetDocumentResponse, error) {
+	if req.GetVersion() == "v2" && req.GetPath() == "" {
+		return s.v2(req.GetAccept())
+	}
 	if req.GetVersion() != "v3" {
 		return nil, kstatus.ToGRPC(notFound())
 	}
@@ -40,4 +48,40 @@ func notFound() error {
 		Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
 		Message: "the server could not find the requested resource",
 	}}
+}
+
+// Media types of /openapi/v2, as kube-apiserver serves them.
+const (
+	v2JSON          = "application/json"
+	v2Protobuf      = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+	v2ProtobufAlias = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+)
+
+// v2 negotiates /openapi/v2: the first acceptable of JSON and protobuf in
+// the client's order of preference, else 406.
+func (s *Server) v2(accept string) (*registryv1.GetDocumentResponse, error) {
+	if accept == "" {
+		accept = "*/*"
+	}
+	for _, c := range goautoneg.ParseAccept(accept) {
+		for _, mt := range []string{v2JSON, v2ProtobufAlias, v2Protobuf} {
+			typ, sub, _ := strings.Cut(mt, "/")
+			if (c.Type != typ && c.Type != "*") || (c.SubType != sub && c.SubType != "*") {
+				continue
+			}
+			if mt == v2JSON {
+				d := s.b.V2()
+				return &registryv1.GetDocumentResponse{ContentType: v2JSON, Body: d.Body, Etag: `"` + d.Hash + `"`}, nil
+			}
+			d, err := s.b.V2Proto()
+			if err != nil {
+				return nil, kstatus.ToGRPC(apierrors.NewInternalError(err))
+			}
+			return &registryv1.GetDocumentResponse{ContentType: v2Protobuf, Body: d.Body, Etag: `"` + d.Hash + `"`}, nil
+		}
+	}
+	return nil, kstatus.ToGRPC(&apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
+		Message: fmt.Sprintf("only the following media types are accepted: %s, %s", v2JSON, v2Protobuf),
+	}})
 }

@@ -74,7 +74,8 @@ func CoerceMetadata(obj map[string]any, s *Schema, dropInvalid bool) ([]string, 
 type coercer struct {
 	dropInvalid bool
 	track       bool
-	path        []string // field.Path rendering: "name", ".name", "[key]", "[0]"
+	base        *field.Path // prefix of error paths (nil: the object's root)
+	path        []string    // field.Path rendering: "name", ".name", "[key]", "[0]"
 	unknown     []string
 }
 
@@ -96,9 +97,21 @@ func (c *coercer) pop() { c.path = c.path[:len(c.path)-1] }
 
 func (c *coercer) fieldPath(k string) *field.Path {
 	if len(c.path) == 0 {
-		return field.NewPath(k)
+		return c.base.Child(k)
 	}
-	return field.NewPath(c.pathString()).Child(k)
+	if c.base == nil {
+		return field.NewPath(c.pathString()).Child(k)
+	}
+	p := c.base
+	for _, seg := range c.path {
+		switch {
+		case strings.HasPrefix(seg, "["):
+			p = p.Key(seg[1 : len(seg)-1])
+		default:
+			p = p.Child(strings.TrimPrefix(seg, "."))
+		}
+	}
+	return p.Child(k)
 }
 
 // coerceRoot coerces obj as a resource root (the root is treated as an

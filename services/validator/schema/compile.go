@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -258,7 +259,7 @@ func compileNode(p *apiextensionsv1.JSONSchemaProps, at string) (*Schema, error)
 	}
 
 	if p.Pattern != "" {
-		s.patternRE, s.patternErr = regexp.Compile(p.Pattern)
+		s.patternRE, s.patternErr = compilePattern(p.Pattern)
 	}
 
 	if p.Default != nil {
@@ -398,4 +399,36 @@ func supportedFormat(format string, types []string) string {
 		}
 	}
 	return ""
+}
+
+// patterns caches compiled patterns, shared by every schema (and every
+// generation of a CRD) that uses them, as kube-openapi's validator does;
+// it stops growing at maxCachedPatterns.
+var patterns struct {
+	sync.Mutex
+	m map[string]*regexp.Regexp
+}
+
+const maxCachedPatterns = 4096
+
+func compilePattern(pattern string) (*regexp.Regexp, error) {
+	patterns.Lock()
+	re, ok := patterns.m[pattern]
+	patterns.Unlock()
+	if ok {
+		return re, nil
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, err
+	}
+	patterns.Lock()
+	defer patterns.Unlock()
+	if patterns.m == nil {
+		patterns.m = map[string]*regexp.Regexp{}
+	}
+	if len(patterns.m) < maxCachedPatterns {
+		patterns.m[pattern] = re
+	}
+	return re, nil
 }

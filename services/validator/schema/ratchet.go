@@ -6,22 +6,30 @@ import (
 	"strings"
 )
 
-// corr correlates a new value with its old value for ratcheting, as
+// Correlation correlates a new value with its old value for ratcheting, as
 // upstream's CorrelatedObject: object fields correlate by name (when the
 // schema specifies them), items of x-kubernetes-list-type=map lists by
 // their keys; nothing else correlates.
-type corr struct {
+type Correlation struct {
 	old, cur any
 	s        *Schema
 
 	eq       int8 // 0 unknown, 1 equal, 2 different
-	keys     map[string]*corr
-	indices  map[int]*corr
+	keys     map[string]*Correlation
+	indices  map[int]*Correlation
 	list     *mapList
 	listInit bool
 }
 
-func (c *corr) key(k string) *corr {
+// NewCorrelation correlates cur, validated against s, with old.
+func NewCorrelation(cur, old any, s *Schema) *Correlation {
+	return &Correlation{old: old, cur: cur, s: s}
+}
+
+// Key returns the correlation of field k, or nil when it does not
+// correlate (absent in either value, or not specified by the schema). It
+// is nil-safe.
+func (c *Correlation) Key(k string) *Correlation {
 	if c == nil || c.s == nil {
 		return nil
 	}
@@ -46,14 +54,18 @@ func (c *corr) key(k string) *corr {
 		return nil
 	}
 	if c.keys == nil {
-		c.keys = make(map[string]*corr, len(curMap))
+		c.keys = make(map[string]*Correlation, len(curMap))
 	}
-	ch := &corr{old: ov, cur: cv, s: fs}
+	ch := &Correlation{old: ov, cur: cv, s: fs}
 	c.keys[k] = ch
 	return ch
 }
 
-func (c *corr) index(i int) *corr {
+// Index returns the correlation of the list item at index i of the new
+// value, or nil when it does not correlate (only items of
+// x-kubernetes-list-type=map lists correlate, by their keys). It is
+// nil-safe.
+func (c *Correlation) Index(i int) *Correlation {
 	if c == nil || c.s == nil {
 		return nil
 	}
@@ -69,14 +81,14 @@ func (c *corr) index(i int) *corr {
 		return nil
 	}
 	if c.indices == nil {
-		c.indices = make(map[int]*corr, len(curList))
+		c.indices = make(map[int]*Correlation, len(curList))
 	}
-	ch := &corr{old: ov, cur: curList[i], s: c.s.items}
+	ch := &Correlation{old: ov, cur: curList[i], s: c.s.items}
 	c.indices[i] = ch
 	return ch
 }
 
-func (c *corr) correlateIndex(curList []any, i int) any {
+func (c *Correlation) correlateIndex(curList []any, i int) any {
 	oldList, ok := c.old.([]any)
 	if !ok || c.s.listType != "map" {
 		return nil
@@ -88,10 +100,10 @@ func (c *corr) correlateIndex(curList []any, i int) any {
 	return c.list.get(curList[i])
 }
 
-// equal reports whether the new value equals the old one, as upstream's
+// Equal reports whether the new value equals the old one, as upstream's
 // CachedDeepEqual (which compares through the correlation, so a field
 // without a schema never compares equal).
-func (c *corr) equal() bool {
+func (c *Correlation) Equal() bool {
 	if c == nil {
 		return false
 	}
@@ -107,7 +119,7 @@ func (c *corr) equal() bool {
 	return res
 }
 
-func (c *corr) computeEqual() bool {
+func (c *Correlation) computeEqual() bool {
 	if c.cur == nil && c.old == nil {
 		return true
 	}
@@ -127,14 +139,14 @@ func (c *corr) computeEqual() bool {
 			return false
 		}
 		for i := range curList {
-			ch := c.index(i)
+			ch := c.Index(i)
 			if ch == nil {
 				if !c.listInit {
 					return reflect.DeepEqual(oldList, curList)
 				}
 				return false
 			}
-			if !ch.equal() {
+			if !ch.Equal() {
 				return false
 			}
 		}
@@ -144,8 +156,8 @@ func (c *corr) computeEqual() bool {
 			return false
 		}
 		for k := range curMap {
-			ch := c.key(k)
-			if ch == nil || !ch.equal() {
+			ch := c.Key(k)
+			if ch == nil || !ch.Equal() {
 				return false
 			}
 		}

@@ -44,6 +44,7 @@ type ValidateOption func(*validateOptions)
 type validateOptions struct {
 	ratchet bool
 	old     any
+	corr    *Correlation
 }
 
 // WithRatcheting validates an update from old: errors of a value that is
@@ -54,6 +55,15 @@ type validateOptions struct {
 // without ratcheting.
 func WithRatcheting(old any) ValidateOption {
 	return func(o *validateOptions) { o.ratchet, o.old = true, old }
+}
+
+// WithCorrelation is WithRatcheting with a correlation of the validated
+// value and its old value built by the caller (NewCorrelation), so that
+// other validations of the same update (CEL rules) share its cached
+// comparisons, as upstream shares one CorrelatedObject. A nil c validates
+// without ratcheting.
+func WithCorrelation(c *Correlation) ValidateOption {
+	return func(o *validateOptions) { o.ratchet, o.corr = c != nil, c }
 }
 
 // ValidateSchema validates value against the OpenAPI v3 keywords of s, as
@@ -77,9 +87,9 @@ func ValidateSchema(fldPath *field.Path, value any, s *Schema, opts ...ValidateO
 	}
 	w := walker{}
 	w.path = w.buf[:0]
-	var c *corr
-	if o.ratchet {
-		c = &corr{old: o.old, cur: value, s: s}
+	c := o.corr
+	if o.ratchet && c == nil {
+		c = &Correlation{old: o.old, cur: value, s: s}
 	}
 	r := w.node(value, s, c)
 	if len(r.errs) == 0 {
@@ -196,9 +206,9 @@ func (w *walker) pathString() string {
 
 // node validates d against s; with a correlation c, errors are dropped when
 // d equals its old value (ratcheting).
-func (w *walker) node(d any, s *Schema, c *corr) result {
+func (w *walker) node(d any, s *Schema, c *Correlation) result {
 	r := w.validate(d, s, c)
-	if c != nil && !r.valid() && c.equal() {
+	if c != nil && !r.valid() && c.Equal() {
 		r.errs = nil
 	}
 	return r
@@ -240,7 +250,7 @@ func kindOf(d any) valueKind {
 // validate is kube-openapi's SchemaValidator.Validate: the type, schema
 // props (allOf/anyOf/oneOf/not), string, format, number, slice, common
 // (enum) and object validators, each where it applies, in this order.
-func (w *walker) validate(d any, s *Schema, c *corr) result {
+func (w *walker) validate(d any, s *Schema, c *Correlation) result {
 	var r result
 	k := kindOf(d)
 	if k == kNull {
@@ -720,13 +730,13 @@ func (w *walker) boundErr(value, bound any, exclusive, isMax bool) verr {
 
 // slice is kube-openapi's slice validator: items, then minItems, maxItems
 // and uniqueItems.
-func (w *walker) slice(l []any, s *Schema, c *corr) result {
+func (w *walker) slice(l []any, s *Schema, c *Correlation) result {
 	var r result
 	if s.items != nil {
 		for i, v := range l {
-			var cc *corr
+			var cc *Correlation
 			if c != nil {
-				cc = c.index(i)
+				cc = c.Index(i)
 			}
 			w.push(segIndex, "", i)
 			r.merge(w.node(v, s.items, cc))
@@ -766,7 +776,7 @@ func hasDuplicates(l []any) bool {
 
 // object is kube-openapi's object validator: minProperties, maxProperties,
 // additionalProperties, properties, required.
-func (w *walker) object(m map[string]any, s *Schema, c *corr) result {
+func (w *walker) object(m map[string]any, s *Schema, c *Correlation) result {
 	var r result
 	n := int64(len(m))
 	if s.minProperties != nil && n < *s.minProperties {
@@ -817,14 +827,14 @@ func (w *walker) object(m map[string]any, s *Schema, c *corr) result {
 
 // childCorr correlates field k of an object; at the validated root,
 // apiVersion and kind are not ratcheted.
-func (w *walker) childCorr(c *corr, k string) *corr {
+func (w *walker) childCorr(c *Correlation, k string) *Correlation {
 	if c == nil {
 		return nil
 	}
 	if len(w.path) == 0 && (k == "kind" || k == "apiVersion") {
 		return nil
 	}
-	return c.key(k)
+	return c.Key(k)
 }
 
 // toFieldErrors is upstream's conversion of kube-openapi errors.

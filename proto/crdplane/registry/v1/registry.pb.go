@@ -955,9 +955,13 @@ func (x *GetDiscoveryRequest) GetAccept() string {
 }
 
 type GetDiscoveryResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ContentType   string                 `protobuf:"bytes,1,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
-	Body          []byte                 `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ContentType string                 `protobuf:"bytes,1,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	Body        []byte                 `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	// A strong ETag of the body (quoted upper-case hex SHA-512, as
+	// kube-apiserver's discovery ETags). The gateway answers a request whose
+	// If-None-Match equals it with 304 Not Modified.
+	Etag          string `protobuf:"bytes,3,opt,name=etag,proto3" json:"etag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1004,6 +1008,13 @@ func (x *GetDiscoveryResponse) GetBody() []byte {
 		return x.Body
 	}
 	return nil
+}
+
+func (x *GetDiscoveryResponse) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
 }
 
 var File_crdplane_registry_v1_registry_proto protoreflect.FileDescriptor
@@ -1072,10 +1083,11 @@ const file_crdplane_registry_v1_registry_proto_rawDesc = "" +
 	"\x13GetDiscoveryRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
-	"\x06accept\x18\x03 \x01(\tR\x06accept\"M\n" +
+	"\x06accept\x18\x03 \x01(\tR\x06accept\"a\n" +
 	"\x14GetDiscoveryResponse\x12!\n" +
 	"\fcontent_type\x18\x01 \x01(\tR\vcontentType\x12\x12\n" +
-	"\x04body\x18\x02 \x01(\fR\x04body2\xb8\x05\n" +
+	"\x04body\x18\x02 \x01(\fR\x04body\x12\x12\n" +
+	"\x04etag\x18\x03 \x01(\tR\x04etag2\xb8\x05\n" +
 	"\x0fRegistryService\x12S\n" +
 	"\x06Create\x12#.crdplane.registry.v1.CreateRequest\x1a$.crdplane.registry.v1.CreateResponse\x12J\n" +
 	"\x03Get\x12 .crdplane.registry.v1.GetRequest\x1a!.crdplane.registry.v1.GetResponse\x12M\n" +

@@ -82,10 +82,19 @@ type AdmitRequest struct {
 	Object []byte `protobuf:"bytes,4,opt,name=object,proto3" json:"object,omitempty"`
 	// The stored object on update (JSON, at `version`), else empty.
 	OldObject []byte `protobuf:"bytes,5,opt,name=old_object,json=oldObject,proto3" json:"old_object,omitempty"`
-	// "" or "status": on status writes only .status is validated.
-	Subresource   string `protobuf:"bytes,6,opt,name=subresource,proto3" json:"subresource,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// "" or "status": on status writes only .status is validated against the
+	// OpenAPI schema (CEL rules run on the whole object, as upstream).
+	Subresource string `protobuf:"bytes,6,opt,name=subresource,proto3" json:"subresource,omitempty"`
+	// The request's fieldValidation directive: "Strict", "Warn", "Ignore" or
+	// "" (= Warn, kube-apiserver's default). Under Strict, unknown fields fail
+	// the request with a 400 BadRequest Status (gRPC error) worded as
+	// upstream's decoder: `<Kind> in version "<v>" cannot be handled as a
+	// <Kind>: strict decoding error: unknown field "spec.x", unknown field
+	// "spec.y"`; under Warn they come back as warnings `unknown field
+	// "spec.x"`; under Ignore they are dropped silently.
+	FieldValidation string `protobuf:"bytes,7,opt,name=field_validation,json=fieldValidation,proto3" json:"field_validation,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AdmitRequest) Reset() {
@@ -160,14 +169,27 @@ func (x *AdmitRequest) GetSubresource() string {
 	return ""
 }
 
+func (x *AdmitRequest) GetFieldValidation() string {
+	if x != nil {
+		return x.FieldValidation
+	}
+	return ""
+}
+
 type AdmitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The pruned and defaulted object (JSON). Set when causes is empty.
 	Object []byte `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
 	// Field errors in upstream's form (reason = field error type, e.g.
 	// "FieldValueInvalid"; field = "spec.replicas"; message = the error body).
-	Causes        []*v1.StatusCause `protobuf:"bytes,2,rep,name=causes,proto3" json:"causes,omitempty"`
-	Warnings      []string          `protobuf:"bytes,3,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// The caller answers 422 Invalid with them, whatever the reasons (a CEL
+	// rule's `reason` only changes the cause's type, as upstream).
+	Causes []*v1.StatusCause `protobuf:"bytes,2,rep,name=causes,proto3" json:"causes,omitempty"`
+	// Warnings, in upstream's order, to send as Warning headers whether or not
+	// there are causes: unknown fields (fieldValidation Warn), CEL rule
+	// failures that ratcheting excused on update (the field error's text),
+	// then, only when there are no causes, finalizer-name warnings.
+	Warnings      []string `protobuf:"bytes,3,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -223,11 +245,121 @@ func (x *AdmitResponse) GetWarnings() []string {
 	return nil
 }
 
+type ValidateCRDRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The CustomResourceDefinition to be written (apiextensions.k8s.io/v1,
+	// JSON), after the registry's defaulting.
+	Crd []byte `protobuf:"bytes,1,opt,name=crd,proto3" json:"crd,omitempty"`
+	// On update, the stored CustomResourceDefinition (JSON); else empty.
+	OldCrd        []byte `protobuf:"bytes,2,opt,name=old_crd,json=oldCrd,proto3" json:"old_crd,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateCRDRequest) Reset() {
+	*x = ValidateCRDRequest{}
+	mi := &file_crdplane_validator_v1_validator_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateCRDRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateCRDRequest) ProtoMessage() {}
+
+func (x *ValidateCRDRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_crdplane_validator_v1_validator_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateCRDRequest.ProtoReflect.Descriptor instead.
+func (*ValidateCRDRequest) Descriptor() ([]byte, []int) {
+	return file_crdplane_validator_v1_validator_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ValidateCRDRequest) GetCrd() []byte {
+	if x != nil {
+		return x.Crd
+	}
+	return nil
+}
+
+func (x *ValidateCRDRequest) GetOldCrd() []byte {
+	if x != nil {
+		return x.OldCrd
+	}
+	return nil
+}
+
+type ValidateCRDResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Field errors in upstream's form (see ValidateCRD), empty when valid.
+	Causes []*v1.StatusCause `protobuf:"bytes,1,rep,name=causes,proto3" json:"causes,omitempty"`
+	// Warnings to return to the client (none today; reserved for checks that
+	// upstream reports as warnings).
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateCRDResponse) Reset() {
+	*x = ValidateCRDResponse{}
+	mi := &file_crdplane_validator_v1_validator_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateCRDResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateCRDResponse) ProtoMessage() {}
+
+func (x *ValidateCRDResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_crdplane_validator_v1_validator_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateCRDResponse.ProtoReflect.Descriptor instead.
+func (*ValidateCRDResponse) Descriptor() ([]byte, []int) {
+	return file_crdplane_validator_v1_validator_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ValidateCRDResponse) GetCauses() []*v1.StatusCause {
+	if x != nil {
+		return x.Causes
+	}
+	return nil
+}
+
+func (x *ValidateCRDResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
 var File_crdplane_validator_v1_validator_proto protoreflect.FileDescriptor
 
 const file_crdplane_validator_v1_validator_proto_rawDesc = "" +
 	"\n" +
-	"%crdplane/validator/v1/validator.proto\x12\x15crdplane.validator.v1\x1a\x1fcrdplane/common/v1/common.proto\"\xef\x01\n" +
+	"%crdplane/validator/v1/validator.proto\x12\x15crdplane.validator.v1\x1a\x1fcrdplane/common/v1/common.proto\"\x9a\x02\n" +
 	"\fAdmitRequest\x12,\n" +
 	"\x03crd\x18\x01 \x01(\v2\x1a.crdplane.common.v1.CRDRefR\x03crd\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12>\n" +
@@ -235,17 +367,25 @@ const file_crdplane_validator_v1_validator_proto_rawDesc = "" +
 	"\x06object\x18\x04 \x01(\fR\x06object\x12\x1d\n" +
 	"\n" +
 	"old_object\x18\x05 \x01(\fR\toldObject\x12 \n" +
-	"\vsubresource\x18\x06 \x01(\tR\vsubresource\"|\n" +
+	"\vsubresource\x18\x06 \x01(\tR\vsubresource\x12)\n" +
+	"\x10field_validation\x18\a \x01(\tR\x0ffieldValidation\"|\n" +
 	"\rAdmitResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\x127\n" +
 	"\x06causes\x18\x02 \x03(\v2\x1f.crdplane.common.v1.StatusCauseR\x06causes\x12\x1a\n" +
-	"\bwarnings\x18\x03 \x03(\tR\bwarnings*R\n" +
+	"\bwarnings\x18\x03 \x03(\tR\bwarnings\"?\n" +
+	"\x12ValidateCRDRequest\x12\x10\n" +
+	"\x03crd\x18\x01 \x01(\fR\x03crd\x12\x17\n" +
+	"\aold_crd\x18\x02 \x01(\fR\x06oldCrd\"j\n" +
+	"\x13ValidateCRDResponse\x127\n" +
+	"\x06causes\x18\x01 \x03(\v2\x1f.crdplane.common.v1.StatusCauseR\x06causes\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings*R\n" +
 	"\tOperation\x12\x19\n" +
 	"\x15OPERATION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10OPERATION_CREATE\x10\x01\x12\x14\n" +
-	"\x10OPERATION_UPDATE\x10\x022f\n" +
+	"\x10OPERATION_UPDATE\x10\x022\xcc\x01\n" +
 	"\x10ValidatorService\x12R\n" +
-	"\x05Admit\x12#.crdplane.validator.v1.AdmitRequest\x1a$.crdplane.validator.v1.AdmitResponseBFZDgithub.com/crdplane/crdplane/proto/crdplane/validator/v1;validatorv1b\x06proto3"
+	"\x05Admit\x12#.crdplane.validator.v1.AdmitRequest\x1a$.crdplane.validator.v1.AdmitResponse\x12d\n" +
+	"\vValidateCRD\x12).crdplane.validator.v1.ValidateCRDRequest\x1a*.crdplane.validator.v1.ValidateCRDResponseBFZDgithub.com/crdplane/crdplane/proto/crdplane/validator/v1;validatorv1b\x06proto3"
 
 var (
 	file_crdplane_validator_v1_validator_proto_rawDescOnce sync.Once
@@ -260,25 +400,30 @@ func file_crdplane_validator_v1_validator_proto_rawDescGZIP() []byte {
 }
 
 var file_crdplane_validator_v1_validator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_crdplane_validator_v1_validator_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_crdplane_validator_v1_validator_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_crdplane_validator_v1_validator_proto_goTypes = []any{
-	(Operation)(0),         // 0: crdplane.validator.v1.Operation
-	(*AdmitRequest)(nil),   // 1: crdplane.validator.v1.AdmitRequest
-	(*AdmitResponse)(nil),  // 2: crdplane.validator.v1.AdmitResponse
-	(*v1.CRDRef)(nil),      // 3: crdplane.common.v1.CRDRef
-	(*v1.StatusCause)(nil), // 4: crdplane.common.v1.StatusCause
+	(Operation)(0),              // 0: crdplane.validator.v1.Operation
+	(*AdmitRequest)(nil),        // 1: crdplane.validator.v1.AdmitRequest
+	(*AdmitResponse)(nil),       // 2: crdplane.validator.v1.AdmitResponse
+	(*ValidateCRDRequest)(nil),  // 3: crdplane.validator.v1.ValidateCRDRequest
+	(*ValidateCRDResponse)(nil), // 4: crdplane.validator.v1.ValidateCRDResponse
+	(*v1.CRDRef)(nil),           // 5: crdplane.common.v1.CRDRef
+	(*v1.StatusCause)(nil),      // 6: crdplane.common.v1.StatusCause
 }
 var file_crdplane_validator_v1_validator_proto_depIdxs = []int32{
-	3, // 0: crdplane.validator.v1.AdmitRequest.crd:type_name -> crdplane.common.v1.CRDRef
+	5, // 0: crdplane.validator.v1.AdmitRequest.crd:type_name -> crdplane.common.v1.CRDRef
 	0, // 1: crdplane.validator.v1.AdmitRequest.operation:type_name -> crdplane.validator.v1.Operation
-	4, // 2: crdplane.validator.v1.AdmitResponse.causes:type_name -> crdplane.common.v1.StatusCause
-	1, // 3: crdplane.validator.v1.ValidatorService.Admit:input_type -> crdplane.validator.v1.AdmitRequest
-	2, // 4: crdplane.validator.v1.ValidatorService.Admit:output_type -> crdplane.validator.v1.AdmitResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	6, // 2: crdplane.validator.v1.AdmitResponse.causes:type_name -> crdplane.common.v1.StatusCause
+	6, // 3: crdplane.validator.v1.ValidateCRDResponse.causes:type_name -> crdplane.common.v1.StatusCause
+	1, // 4: crdplane.validator.v1.ValidatorService.Admit:input_type -> crdplane.validator.v1.AdmitRequest
+	3, // 5: crdplane.validator.v1.ValidatorService.ValidateCRD:input_type -> crdplane.validator.v1.ValidateCRDRequest
+	2, // 6: crdplane.validator.v1.ValidatorService.Admit:output_type -> crdplane.validator.v1.AdmitResponse
+	4, // 7: crdplane.validator.v1.ValidatorService.ValidateCRD:output_type -> crdplane.validator.v1.ValidateCRDResponse
+	6, // [6:8] is the sub-list for method output_type
+	4, // [4:6] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_crdplane_validator_v1_validator_proto_init() }
@@ -292,7 +437,7 @@ func file_crdplane_validator_v1_validator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_crdplane_validator_v1_validator_proto_rawDesc), len(file_crdplane_validator_v1_validator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,7 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ValidatorService_Admit_FullMethodName = "/crdplane.validator.v1.ValidatorService/Admit"
+	ValidatorService_Admit_FullMethodName       = "/crdplane.validator.v1.ValidatorService/Admit"
+	ValidatorService_ValidateCRD_FullMethodName = "/crdplane.validator.v1.ValidatorService/ValidateCRD"
 )
 
 // ValidatorServiceClient is the client API for ValidatorService service.
@@ -28,10 +29,57 @@ const (
 //
 // ValidatorService admits one custom resource against its CRD's schema:
 // prune unknown fields, apply defaults, validate (OpenAPI v3 structural schema;
-// CEL rules; ratcheting on update). It keeps compiled schemas cached by CRD
-// uid + generation + version, fed by the registry's CRD watch.
+// CEL rules; ratcheting on update). It keeps compiled schemas (and compiled
+// CEL programs) cached by CRD uid + generation + version, fed by the
+// registry's CRD watch. It also performs the CRD write-time checks that need
+// the schema and CEL machinery (ValidateCRD).
 type ValidatorServiceClient interface {
 	Admit(ctx context.Context, in *AdmitRequest, opts ...grpc.CallOption) (*AdmitResponse, error)
+	// ValidateCRD checks a CustomResourceDefinition about to be written, as
+	// kube-apiserver's CRD validation does for the parts that need the
+	// validator's schema and CEL machinery:
+	//
+	//   - default values (upstream's ValidateDefaults): every `default` must be
+	//     pruned ("must not have unknown fields"), must result in valid
+	//     metadata inside embedded resources, must validate against its
+	//     schema (OpenAPI keywords, then its x-kubernetes-validations);
+	//   - x-kubernetes-validations: every rule and messageExpression compiles
+	//     ("compilation failed: ERROR: <input>:1:6: ...", "cel expression must
+	//     evaluate to a bool", "messageExpression must evaluate to a string"),
+	//     oldSelf only on correlatable nodes ("oldSelf cannot be used on the
+	//     uncorrelatable portion of the schema within <path>"),
+	//     optionalOldSelf only with oldSelf, the estimated cost of each rule
+	//     (times the node's cardinality) within 10,000,000 and the total per
+	//     schema within 100,000,000 ("estimated rule cost exceeds budget by
+	//     factor of 2.5x (try simplifying the rule, ...)", "... by factor of
+	//     more than 100x ...", "contributed to estimated rule cost total
+	//     exceeding cost limit for entire OpenAPIv3 schema").
+	//
+	// Causes carry upstream's field error form (reason = field error type,
+	// field = path, message = error body) with upstream's CRD field paths:
+	// spec.validation.openAPIV3Schema... when every version has the same
+	// schema (upstream validates the internal form, where such a schema moves
+	// to spec.validation), else spec.versions[i].schema.openAPIV3Schema...,
+	// e.g. "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule".
+	// Per schema, default errors come first; when there are any, CEL rules of
+	// that schema are not compiled (as upstream).
+	//
+	// The caller (the registry's create and update paths) runs its own CRD
+	// validation first (names, versions, the OpenAPI subset, structural
+	// rules, the shape of x-kubernetes-validations entries) and appends these
+	// causes to its own, answering 422 Invalid when there are any. Upstream
+	// compiles rules and checks defaults only for structural schemas without
+	// other errors, so the registry should call ValidateCRD only when its own
+	// checks of the schemas passed; a schema the validator cannot compile
+	// yields no causes here. On update, old_crd relaxes the checks as
+	// upstream: rules and messageExpressions present in the old CRD compile in
+	// the stored-expressions environment (all CEL libraries), versions whose
+	// schema did not change skip the per-expression cost limit, and defaults
+	// need not be pruned when the old CRD had unpruned ones.
+	//
+	// Request problems (empty or undecodable crd) are gRPC errors carrying a
+	// Kubernetes Status (400).
+	ValidateCRD(ctx context.Context, in *ValidateCRDRequest, opts ...grpc.CallOption) (*ValidateCRDResponse, error)
 }
 
 type validatorServiceClient struct {
@@ -52,16 +100,73 @@ func (c *validatorServiceClient) Admit(ctx context.Context, in *AdmitRequest, op
 	return out, nil
 }
 
+func (c *validatorServiceClient) ValidateCRD(ctx context.Context, in *ValidateCRDRequest, opts ...grpc.CallOption) (*ValidateCRDResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ValidateCRDResponse)
+	err := c.cc.Invoke(ctx, ValidatorService_ValidateCRD_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ValidatorServiceServer is the server API for ValidatorService service.
 // All implementations must embed UnimplementedValidatorServiceServer
 // for forward compatibility.
 //
 // ValidatorService admits one custom resource against its CRD's schema:
 // prune unknown fields, apply defaults, validate (OpenAPI v3 structural schema;
-// CEL rules; ratcheting on update). It keeps compiled schemas cached by CRD
-// uid + generation + version, fed by the registry's CRD watch.
+// CEL rules; ratcheting on update). It keeps compiled schemas (and compiled
+// CEL programs) cached by CRD uid + generation + version, fed by the
+// registry's CRD watch. It also performs the CRD write-time checks that need
+// the schema and CEL machinery (ValidateCRD).
 type ValidatorServiceServer interface {
 	Admit(context.Context, *AdmitRequest) (*AdmitResponse, error)
+	// ValidateCRD checks a CustomResourceDefinition about to be written, as
+	// kube-apiserver's CRD validation does for the parts that need the
+	// validator's schema and CEL machinery:
+	//
+	//   - default values (upstream's ValidateDefaults): every `default` must be
+	//     pruned ("must not have unknown fields"), must result in valid
+	//     metadata inside embedded resources, must validate against its
+	//     schema (OpenAPI keywords, then its x-kubernetes-validations);
+	//   - x-kubernetes-validations: every rule and messageExpression compiles
+	//     ("compilation failed: ERROR: <input>:1:6: ...", "cel expression must
+	//     evaluate to a bool", "messageExpression must evaluate to a string"),
+	//     oldSelf only on correlatable nodes ("oldSelf cannot be used on the
+	//     uncorrelatable portion of the schema within <path>"),
+	//     optionalOldSelf only with oldSelf, the estimated cost of each rule
+	//     (times the node's cardinality) within 10,000,000 and the total per
+	//     schema within 100,000,000 ("estimated rule cost exceeds budget by
+	//     factor of 2.5x (try simplifying the rule, ...)", "... by factor of
+	//     more than 100x ...", "contributed to estimated rule cost total
+	//     exceeding cost limit for entire OpenAPIv3 schema").
+	//
+	// Causes carry upstream's field error form (reason = field error type,
+	// field = path, message = error body) with upstream's CRD field paths:
+	// spec.validation.openAPIV3Schema... when every version has the same
+	// schema (upstream validates the internal form, where such a schema moves
+	// to spec.validation), else spec.versions[i].schema.openAPIV3Schema...,
+	// e.g. "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule".
+	// Per schema, default errors come first; when there are any, CEL rules of
+	// that schema are not compiled (as upstream).
+	//
+	// The caller (the registry's create and update paths) runs its own CRD
+	// validation first (names, versions, the OpenAPI subset, structural
+	// rules, the shape of x-kubernetes-validations entries) and appends these
+	// causes to its own, answering 422 Invalid when there are any. Upstream
+	// compiles rules and checks defaults only for structural schemas without
+	// other errors, so the registry should call ValidateCRD only when its own
+	// checks of the schemas passed; a schema the validator cannot compile
+	// yields no causes here. On update, old_crd relaxes the checks as
+	// upstream: rules and messageExpressions present in the old CRD compile in
+	// the stored-expressions environment (all CEL libraries), versions whose
+	// schema did not change skip the per-expression cost limit, and defaults
+	// need not be pruned when the old CRD had unpruned ones.
+	//
+	// Request problems (empty or undecodable crd) are gRPC errors carrying a
+	// Kubernetes Status (400).
+	ValidateCRD(context.Context, *ValidateCRDRequest) (*ValidateCRDResponse, error)
 	mustEmbedUnimplementedValidatorServiceServer()
 }
 
@@ -74,6 +179,9 @@ type UnimplementedValidatorServiceServer struct{}
 
 func (UnimplementedValidatorServiceServer) Admit(context.Context, *AdmitRequest) (*AdmitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Admit not implemented")
+}
+func (UnimplementedValidatorServiceServer) ValidateCRD(context.Context, *ValidateCRDRequest) (*ValidateCRDResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ValidateCRD not implemented")
 }
 func (UnimplementedValidatorServiceServer) mustEmbedUnimplementedValidatorServiceServer() {}
 func (UnimplementedValidatorServiceServer) testEmbeddedByValue()                          {}
@@ -114,6 +222,24 @@ func _ValidatorService_Admit_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ValidatorService_ValidateCRD_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ValidateCRDRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ValidatorServiceServer).ValidateCRD(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ValidatorService_ValidateCRD_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ValidatorServiceServer).ValidateCRD(ctx, req.(*ValidateCRDRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ValidatorService_ServiceDesc is the grpc.ServiceDesc for ValidatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -124,6 +250,10 @@ var ValidatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Admit",
 			Handler:    _ValidatorService_Admit_Handler,
+		},
+		{
+			MethodName: "ValidateCRD",
+			Handler:    _ValidatorService_ValidateCRD_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

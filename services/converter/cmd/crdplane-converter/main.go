@@ -29,7 +29,7 @@ func run() error {
 	logFormat := fs.String("log-format", "json", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	cfg.RegisterFlags(fs)
-	if err := fs.Parse(os.Args[1:]); err != nil {
+	if ok, err := app.ParseFlags(fs, os.Args[1:]); !ok {
 		return err
 	}
 	app.SetupLogging(*logFormat, *logLevel)

@@ -32,7 +32,7 @@ func run() error {
 	logFormat := fs.String("log-format", "json", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	cfg.RegisterFlags(fs)
-	if err := fs.Parse(os.Args[1:]); err != nil {
+	if ok, err := app.ParseFlags(fs, os.Args[1:]); !ok {
 		return err
 	}
 	app.SetupLogging(*logFormat, *logLevel)
@@ -60,7 +60,7 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("listen %s: %w", *httpAddr, err)
 		}
-		health := &http.Server{Handler: app.NewHealth(svc.Ready), ReadHeaderTimeout: 10 * time.Second}
+		health := &http.Server{Handler: app.OpsHandler(app.NewHealth(svc.Ready)), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = health.Serve(hl) }()
 		defer health.Close()
 	}

@@ -34,7 +34,9 @@ func run() error {
 		logLevel   = flag.String("log-level", "info", "log level: debug, info, warn or error")
 	)
 	cfg.RegisterFlags(flag.CommandLine)
-	flag.Parse()
+	if ok, err := app.ParseFlags(flag.CommandLine, os.Args[1:]); !ok {
+		return err
+	}
 	app.SetupLogging(*logFormat, *logLevel)
 	cfg.Logger = slog.Default()
 

@@ -32,7 +32,7 @@ func run(args []string) error {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	var cfg storage.Config
 	cfg.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if ok, err := app.ParseFlags(fs, args); !ok {
 		return err
 	}
 	app.SetupLogging(*logFormat, *logLevel)

@@ -33,7 +33,9 @@ func run() error {
 		cfg       validator.Config
 	)
 	cfg.RegisterFlags(flag.CommandLine)
-	flag.Parse()
+	if ok, err := app.ParseFlags(flag.CommandLine, os.Args[1:]); !ok {
+		return err
+	}
 	app.SetupLogging(*logFormat, *logLevel)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

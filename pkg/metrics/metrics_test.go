@@ -1,0 +1,75 @@
+package metrics
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func scrape(t *testing.T) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/metrics: %d", rec.Code)
+	}
+	return rec.Body.String()
+}
+
+func TestRegisterTwiceShares(t *testing.T) {
+	a := NewCounterVec("test", "things_total", "Things.", "kind")
+	b := NewCounterVec("test", "things_total", "Things.", "kind")
+	if a != b {
+		t.Fatal("registering the same metric twice gave two collectors")
+	}
+	a.WithLabelValues("x").Inc()
+	b.WithLabelValues("x").Inc()
+	NewHistogram("test", "batch_size", "Sizes.", SizeBuckets).Observe(3)
+	NewGauge("test", "open", "Open.").Set(2)
+	body := scrape(t)
+	for _, want := range []string{
+		`crdplane_test_things_total{kind="x"} 2`,
+		`crdplane_test_batch_size_bucket{le="4"} 1`,
+		`crdplane_test_open 2`,
+		`process_open_fds`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("missing %q in\n%s", want, body)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a conflicting definition did not panic")
+		}
+	}()
+	NewCounterVec("test", "things_total", "Things.", "other")
+}
+
+func TestInstrumentHTTP(t *testing.T) {
+	h := InstrumentHTTP("test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := w.(http.Flusher); !ok {
+			t.Error("the instrumented response writer is not an http.Flusher")
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL, "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	body := scrape(t)
+	for _, want := range []string{
+		`crdplane_http_requests_total{code="201",handler="test",method="post"} 1`,
+		`crdplane_http_request_duration_seconds_count{handler="test",method="post"} 1`,
+		`crdplane_http_requests_in_flight{handler="test"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("missing %q in\n%s", want, body)
+		}
+	}
+}

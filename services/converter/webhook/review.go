@@ -1,0 +1,316 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	utiljson "sigs.k8s.io/json"
+)
+
+// reviewGroup is the API group of ConversionReview.
+const reviewGroup = "apiextensions.k8s.io"
+
+// reviewResponse is the part of a ConversionReview (v1 or v1beta1: the
+// same shape) read back from a webhook.
+type reviewResponse struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Response   *struct {
+		UID              types.UID         `json:"uid"`
+		ConvertedObjects []json.RawMessage `json:"convertedObjects"`
+		Result           metav1.Status     `json:"result"`
+	} `json:"response"`
+}
+
+// failedError is a webhook's answer that the conversion failed
+// (result.status other than Success): it may concern only some of the
+// objects sent, so a coalesced review that fails this way is retried per
+// request.
+type failedError struct{ msg string }
+
+func (e *failedError) Error() string { return e.msg }
+
+// encodeReview renders a ConversionReview request of version review
+// ("v1" or "v1beta1") around the objects (JSON, trusted as such).
+func encodeReview(review string, uid types.UID, desiredAPIVersion string, objs [][]byte) []byte {
+	size := 160 + len(desiredAPIVersion)
+	for _, o := range objs {
+		size += len(o) + 1
+	}
+	var b bytes.Buffer
+	b.Grow(size)
+	b.WriteString(`{"kind":"ConversionReview","apiVersion":"` + reviewGroup + "/" + review + `","request":{"uid":`)
+	writeJSONString(&b, string(uid))
+	b.WriteString(`,"desiredAPIVersion":`)
+	writeJSONString(&b, desiredAPIVersion)
+	b.WriteString(`,"objects":[`)
+	for i, o := range objs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(o)
+	}
+	b.WriteString("]}}")
+	return b.Bytes()
+}
+
+func writeJSONString(b *bytes.Buffer, s string) {
+	q, _ := json.Marshal(s)
+	b.Write(q)
+}
+
+// review sends one ConversionReview for objs (all at fromAPIVersion) and
+// returns the converted objects as the webhook sent them (in order, as
+// many as sent; not yet checked one by one). Errors carry upstream's
+// wording, "conversion webhook for <gvk> failed: ...".
+func (t *target) review(ctx context.Context, fromAPIVersion, desiredAPIVersion string, objs [][]byte) ([][]byte, error) {
+	gvk := t.gvk(fromAPIVersion)
+	if t.err != nil {
+		return nil, fmt.Errorf("conversion webhook for %s failed: %v", gvk, t.err)
+	}
+	if t.reviewVersion == "" {
+		return nil, errors.New("no supported conversion review versions")
+	}
+	uid := uuid.NewUUID()
+	data, err := t.post(ctx, encodeReview(t.reviewVersion, uid, desiredAPIVersion, objs))
+	if err != nil {
+		return nil, fmt.Errorf("conversion webhook for %s failed: %v", gvk, err)
+	}
+	converted, err := readResponse(t.reviewVersion, uid, data)
+	if err != nil {
+		var f *failedError
+		if errors.As(err, &f) {
+			return nil, &failedError{msg: fmt.Sprintf("conversion webhook for %s failed: %s", gvk, f.msg)}
+		}
+		return nil, fmt.Errorf("conversion webhook for %s failed: %v", gvk, err)
+	}
+	if len(converted) != len(objs) {
+		return nil, fmt.Errorf("conversion webhook for %s returned %d objects, expected %d", gvk, len(converted), len(objs))
+	}
+	out := make([][]byte, len(converted))
+	for i, c := range converted {
+		out[i] = c
+	}
+	return out, nil
+}
+
+// readResponse checks a webhook's ConversionReview as upstream does (for
+// v1: its kind and group/version, and the uid; for v1beta1, which upstream
+// never checked, neither) and returns the converted objects.
+func readResponse(review string, uid types.UID, data []byte) ([]json.RawMessage, error) {
+	var r reviewResponse
+	if err := utiljson.UnmarshalCaseSensitivePreserveInts(data, &r); err != nil {
+		return nil, fmt.Errorf("decoding the ConversionReview response: %v", err)
+	}
+	if review == "v1" {
+		want := schema.GroupVersionKind{Group: reviewGroup, Version: "v1", Kind: "ConversionReview"}
+		got := schema.FromAPIVersionAndKind(r.APIVersion, r.Kind)
+		if got != want {
+			return nil, fmt.Errorf("expected webhook response of %v, got %v", want, got)
+		}
+	}
+	if r.Response == nil {
+		return nil, errors.New("no response provided")
+	}
+	if review == "v1" && r.Response.UID != uid {
+		return nil, fmt.Errorf("expected response.uid=%q, got %q", uid, r.Response.UID)
+	}
+	if res := r.Response.Result; res.Status != metav1.StatusSuccess {
+		if res.Message != "" {
+			return nil, &failedError{msg: res.Message}
+		}
+		return nil, &failedError{msg: fmt.Sprintf("response.result.status was '%s', not 'Success'", res.Status)}
+	}
+	return r.Response.ConvertedObjects, nil
+}
+
+// finish checks one converted object against the original as upstream does
+// and restores its metadata: everything from the original except labels
+// and annotations, which the webhook may change (and which must then
+// validate). index is the object's position in the caller's request; single
+// selects upstream's wording for a one-object conversion.
+func (t *target) finish(original, converted []byte, fromAPIVersion, desiredAPIVersion string, index int, single bool) ([]byte, error) {
+	gvk := func() string { return t.gvk(fromAPIVersion) }
+	// Upstream words the type checks of a single object "at index 0".
+	invalidType := func(err error) error {
+		if single {
+			return fmt.Errorf("conversion webhook for %s returned invalid object at index 0: %v", gvk(), err)
+		}
+		return fmt.Errorf("conversion webhook for %s returned invalid converted object at index %v: %v", gvk(), index, err)
+	}
+	invalid := func(err error) error {
+		if single {
+			return fmt.Errorf("conversion webhook for %s returned invalid object: %v", gvk(), err)
+		}
+		return fmt.Errorf("conversion webhook for %s returned invalid converted object at index %v: %v", gvk(), index, err)
+	}
+	invalidMeta := func(err error) error {
+		if single {
+			return fmt.Errorf("conversion webhook for %s returned invalid metadata: %v", gvk(), err)
+		}
+		return fmt.Errorf("conversion webhook for %s returned invalid metadata in object at index %v: %v", gvk(), index, err)
+	}
+
+	if bytes.IndexByte(converted, '\n') >= 0 {
+		// Indented: compact, as objects travel on (watch frames, lists).
+		var b bytes.Buffer
+		if err := json.Compact(&b, converted); err != nil {
+			return nil, invalidType(err)
+		}
+		converted = b.Bytes()
+	}
+	var orig, conv [3]member // apiVersion, kind, metadata
+	if err := scanMembers(original, headKeys, orig[:]); err != nil {
+		return nil, fmt.Errorf("conversion of object at index %d: %v", index, err)
+	}
+	if err := scanMembers(converted, headKeys, conv[:]); err != nil {
+		return nil, invalidType(err)
+	}
+	if got := stringValue(conv[0].raw(converted)); got != desiredAPIVersion {
+		want, _ := schema.ParseGroupVersion(desiredAPIVersion)
+		return nil, invalidType(fmt.Errorf("invalid groupVersion (expected %v, received %v)", want, got))
+	}
+	if o, c := orig[1].raw(original), conv[1].raw(converted); !bytes.Equal(o, c) && stringValue(o) != stringValue(c) {
+		return nil, invalidType(fmt.Errorf("invalid kind (expected %v, received %v)", stringValue(o), stringValue(c)))
+	}
+	origMetaRaw, convMetaRaw := orig[2].raw(original), conv[2].raw(converted)
+	if len(origMetaRaw) > 0 && bytes.Equal(origMetaRaw, convMetaRaw) {
+		return converted, nil // metadata came back byte for byte
+	}
+
+	var om, cm [5]member // name, namespace, uid, labels, annotations
+	if len(origMetaRaw) > 0 && origMetaRaw[0] == '{' {
+		if err := scanMembers(origMetaRaw, metaKeys, om[:]); err != nil {
+			return nil, fmt.Errorf("conversion of object at index %d: invalid metadata: %v", index, err)
+		}
+	}
+	convIsObject := len(convMetaRaw) > 0 && convMetaRaw[0] == '{'
+	if convIsObject {
+		if err := scanMembers(convMetaRaw, metaKeys, cm[:]); err != nil {
+			return nil, invalidMeta(err)
+		}
+	}
+	for k, label := range []string{"name", "namespace", "UID"} {
+		if e, a := stringValue(om[k].raw(origMetaRaw)), stringValue(cm[k].raw(convMetaRaw)); e != a {
+			return nil, invalid(fmt.Errorf("must have the same %s: %v != %v", label, e, a))
+		}
+	}
+	if !convIsObject {
+		if len(convMetaRaw) == 0 || string(convMetaRaw) == "null" {
+			return nil, invalidMeta(errors.New("missing metadata in converted object"))
+		}
+		var v any
+		_ = json.Unmarshal(convMetaRaw, &v)
+		return nil, invalidMeta(fmt.Errorf("invalid metadata of type %T in converted object", v))
+	}
+
+	// The original metadata, with the webhook's labels and annotations.
+	meta := origMetaRaw
+	if len(meta) == 0 {
+		meta = []byte("{}")
+	}
+	changed := map[string]json.RawMessage{}
+	for k, name := range []string{"labels", "annotations"} {
+		o, c := om[3+k].raw(origMetaRaw), cm[3+k].raw(convMetaRaw)
+		if bytes.Equal(o, c) {
+			continue
+		}
+		raw, diff, err := checkStringMap(name, o, c)
+		if err != nil {
+			return nil, invalidMeta(err)
+		}
+		if diff {
+			changed[name] = raw
+		}
+	}
+	if len(changed) > 0 {
+		var all map[string]json.RawMessage
+		if err := json.Unmarshal(meta, &all); err != nil {
+			return nil, fmt.Errorf("conversion of object at index %d: invalid metadata: %v", index, err)
+		}
+		for k, v := range changed {
+			if v == nil {
+				delete(all, k)
+			} else {
+				all[k] = v
+			}
+		}
+		var err error
+		if meta, err = json.Marshal(all); err != nil {
+			return nil, invalidMeta(err)
+		}
+	}
+	out := make([]byte, 0, len(converted)-len(convMetaRaw)+len(meta))
+	out = append(out, converted[:conv[2].start]...)
+	out = append(out, meta...)
+	out = append(out, converted[conv[2].end:]...)
+	return out, nil
+}
+
+// checkStringMap checks a webhook's labels or annotations (conv) against
+// the original's (orig), as upstream does: a map of strings, validated when
+// changed. It returns the map to keep (nil: none) and whether it differs
+// from the original.
+func checkStringMap(name string, orig, conv json.RawMessage) (json.RawMessage, bool, error) {
+	var c, o any
+	if len(conv) > 0 {
+		if err := json.Unmarshal(conv, &c); err != nil {
+			return nil, false, err
+		}
+	}
+	if len(orig) > 0 {
+		_ = json.Unmarshal(orig, &o)
+	}
+	if c == nil {
+		return nil, o != nil, nil
+	}
+	m, ok := c.(map[string]any)
+	if !ok {
+		return nil, false, fmt.Errorf("invalid metadata.%s of type %T in converted object", name, c)
+	}
+	before, ok := o.(map[string]any)
+	if !ok && o != nil {
+		return nil, false, fmt.Errorf("invalid metadata.%s of type %T in original object", name, o)
+	}
+	strs := make(map[string]string, len(m))
+	changed := len(before) != len(m) || o == nil
+	for k, v := range m {
+		s, ok := v.(string)
+		if !ok {
+			return nil, false, fmt.Errorf("metadata.%s[%s] must be a string, but is %T in converted object", name, k, v)
+		}
+		strs[k] = s
+		if before[k] != v {
+			changed = true
+		}
+	}
+	if changed {
+		var errs field.ErrorList
+		if name == "labels" {
+			errs = metav1validation.ValidateLabels(strs, field.NewPath("metadata", "labels"))
+		} else {
+			errs = apivalidation.ValidateAnnotations(strs, field.NewPath("metadata", "annotation"))
+		}
+		if len(errs) > 0 {
+			return nil, false, errs.ToAggregate()
+		}
+	}
+	return conv, changed, nil
+}
+
+// apiVersionOf reads an object's apiVersion without decoding the rest.
+func apiVersionOf(obj []byte) string {
+	var m [1]member
+	_ = scanMembers(obj, headKeys[:1], m[:])
+	return stringValue(m[0].raw(obj))
+}

@@ -1,0 +1,449 @@
+// Package webhook converts custom resources with their CRD's conversion
+// webhook: ConversionReview v1 or v1beta1 over TLS, checked as upstream
+// checks it. Beyond upstream, concurrent conversions of the same CRD
+// generation between the same versions share one ConversionReview
+// (coalescing), and large lists are split into chunks converted in
+// parallel.
+//
+// Coalescing (group commit): a conversion is sent at once when nothing is
+// in flight or waiting for its key (CRD uid, generation, source and
+// desired apiVersion), so a lone caller never waits. Otherwise it joins
+// the batch forming for the key, which is sent once it has lingered the
+// batch window (1ms) since its first conversion and a review slot is free
+// (MaxInflight, 1: one coalesced review in flight per key), or at once
+// when it holds MaxBatch objects. While the review in flight lasts longer
+// than the window, the batch behind it grows with the load instead of the
+// number of calls. Results go back to each caller in its own order.
+//
+// Failures: when a coalesced review comes back Failed (result.status not
+// Success), the batch is retried as one review per caller, so only the
+// callers whose own objects the webhook rejects get the error — what
+// upstream's one review per request gives. Any other failure (transport,
+// timeout, HTTP error, malformed review) fails every caller in the batch,
+// as each of their own calls would have. A converted object that fails
+// the per-object checks fails only the caller it belongs to.
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var tracer = otel.Tracer("github.com/crdplane/crdplane/services/converter/webhook")
+
+// Converter converts custom resources through their CRD's conversion
+// webhook. It is safe for concurrent use.
+type Converter struct {
+	cfg     Config
+	targets *targets
+
+	mu     sync.Mutex
+	queues map[batchKey]*queue
+
+	calls   atomic.Int64
+	objects atomic.Int64
+}
+
+// Stats counts the webhook calls a Converter made.
+type Stats struct {
+	// Calls is the number of ConversionReviews sent.
+	Calls int64
+	// Objects is the number of objects sent in them.
+	Objects int64
+}
+
+// New returns a Converter.
+func New(cfg Config) *Converter {
+	cfg = cfg.withDefaults()
+	return &Converter{cfg: cfg, targets: newTargets(cfg), queues: map[batchKey]*queue{}}
+}
+
+// Stats returns the calls made so far.
+func (c *Converter) Stats() Stats {
+	return Stats{Calls: c.calls.Load(), Objects: c.objects.Load()}
+}
+
+// Forget drops what the Converter keeps for a deleted CRD.
+func (c *Converter) Forget(uid string) { c.targets.forget(uid) }
+
+// Close closes idle webhook connections.
+func (c *Converter) Close() { c.targets.closeIdle() }
+
+// Convert converts objs (JSON objects of crd) to desiredAPIVersion, one of
+// crd's versions, with crd's conversion webhook. Objects already at
+// desiredAPIVersion are not sent. Errors are Kubernetes Status errors
+// (InternalError with upstream's wording), or the context's error.
+func (c *Converter) Convert(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, desiredAPIVersion string, objs [][]byte) ([][]byte, error) {
+	out, err := c.convert(ctx, crd, desiredAPIVersion, objs)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		var status apierrors.APIStatus
+		if errors.As(err, &status) {
+			return nil, err
+		}
+		return nil, apierrors.NewInternalError(err)
+	}
+	return out, nil
+}
+
+func (c *Converter) convert(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, desired string, objs [][]byte) ([][]byte, error) {
+	t := c.targets.get(crd)
+	if !t.versions[desired] {
+		gv, _ := schema.ParseGroupVersion(desired)
+		return nil, fmt.Errorf("request to convert CR to an invalid group/version: %s", gv)
+	}
+	out := make([][]byte, len(objs))
+	// Objects to convert, by source apiVersion (almost always one).
+	type group struct {
+		from string
+		idx  []int
+	}
+	var groups []*group
+	for i, o := range objs {
+		from := apiVersionOf(o)
+		if from == desired {
+			out[i] = o
+			continue
+		}
+		if !t.versions[from] {
+			gv, _ := schema.ParseGroupVersion(from)
+			if len(objs) == 1 {
+				return nil, fmt.Errorf("request to convert CR from an invalid group/version: %s", gv)
+			}
+			return nil, fmt.Errorf("request to convert CR list failed, list index %d has invalid group/version: %s", i, gv)
+		}
+		var g *group
+		for _, x := range groups {
+			if x.from == from {
+				g = x
+			}
+		}
+		if g == nil {
+			g = &group{from: from}
+			groups = append(groups, g)
+		}
+		g.idx = append(g.idx, i)
+	}
+	single := len(objs) == 1
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for gi, g := range groups {
+		run := func() {
+			sub := make([][]byte, len(g.idx))
+			for j, i := range g.idx {
+				sub[j] = objs[i]
+			}
+			key := batchKey{uid: t.uid, generation: t.generation, from: g.from, to: desired}
+			res, err := c.convertGroup(ctx, t, key, sub, g.idx, single)
+			if err != nil {
+				errs[gi] = err
+				return
+			}
+			for j, i := range g.idx {
+				out[i] = res[j]
+			}
+		}
+		if len(groups) == 1 {
+			run()
+			break
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); run() }()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// convertGroup converts objects at one source version; idx are their
+// positions in the caller's request (for messages).
+func (c *Converter) convertGroup(ctx context.Context, t *target, key batchKey, objs [][]byte, idx []int, single bool) ([][]byte, error) {
+	if c.cfg.BatchWindow < 0 || (c.cfg.MaxBatch > 0 && len(objs) >= c.cfg.MaxBatch) {
+		return c.chunked(ctx, t, key, objs, idx, single)
+	}
+	res, err := c.coalesce(ctx, t, key, objs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(res))
+	for j := range res {
+		if out[j], err = t.finish(objs[j], res[j], key.from, key.to, idx[j], single); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// review sends one ConversionReview (counted and traced). links are the
+// spans of the requests it serves.
+func (c *Converter) review(ctx context.Context, t *target, key batchKey, objs [][]byte, links ...trace.Link) ([][]byte, error) {
+	c.calls.Add(1)
+	c.objects.Add(int64(len(objs)))
+	ctx, span := tracer.Start(ctx, "Call conversion webhook", trace.WithLinks(links...), trace.WithAttributes(
+		attribute.String("custom-resource-definition", t.crdName),
+		attribute.String("desired-api-version", key.to),
+		attribute.Int("object-count", len(objs)),
+	))
+	defer span.End()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	res, err := t.review(ctx, key.from, key.to, objs)
+	if err != nil {
+		span.RecordError(err)
+	}
+	return res, err
+}
+
+// chunked converts objs in chunks of MaxBatch objects, up to
+// MaxParallelChunks at once; the first failure cancels the rest.
+func (c *Converter) chunked(ctx context.Context, t *target, key batchKey, objs [][]byte, idx []int, single bool) ([][]byte, error) {
+	size := c.cfg.MaxBatch
+	if size <= 0 || size > len(objs) {
+		size = len(objs)
+	}
+	out := make([][]byte, len(objs))
+	convert := func(ctx context.Context, off, end int) error {
+		res, err := c.review(ctx, t, key, objs[off:end])
+		if err != nil {
+			return err
+		}
+		for j := range res {
+			if out[off+j], err = t.finish(objs[off+j], res[j], key.from, key.to, idx[off+j], single); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if size == len(objs) {
+		if err := convert(ctx, 0, len(objs)); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error
+	)
+	sem := make(chan struct{}, c.cfg.MaxParallelChunks)
+loop:
+	for off := 0; off < len(objs); off += size {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			break loop
+		}
+		wg.Add(1)
+		go func(off, end int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := convert(ctx, off, end); err != nil {
+				once.Do(func() { firstErr = err; cancel() })
+			}
+		}(off, min(off+size, len(objs)))
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// batchKey is what concurrent conversions must share to share a review.
+type batchKey struct {
+	uid        string
+	generation int64
+	from, to   string
+}
+
+// waiter is one caller's objects in a batch.
+type waiter struct {
+	arrived time.Time
+	objs    [][]byte
+	res     [][]byte
+	err     error
+	done    chan struct{}
+	link    trace.Link
+}
+
+// queue is the batch forming for one key.
+type queue struct {
+	key      batchKey
+	t        *target
+	waiting  []*waiter
+	n        int       // objects waiting
+	inflight int       // coalesced reviews in flight
+	first    time.Time // arrival of the first waiter
+	timer    *time.Timer
+	seq      uint64 // flushes so far; a timer armed before the last flush is stale
+}
+
+// coalesce adds objs to the batch of key and waits for its result.
+func (c *Converter) coalesce(ctx context.Context, t *target, key batchKey, objs [][]byte) ([][]byte, error) {
+	w := &waiter{arrived: time.Now(), objs: objs, done: make(chan struct{}), link: trace.LinkFromContext(ctx)}
+	c.mu.Lock()
+	q := c.queues[key]
+	if q == nil {
+		q = &queue{key: key, t: t}
+		c.queues[key] = q
+	}
+	if c.full(q, len(objs)) {
+		c.flushLocked(q) // the batch forming is full: it goes now, w starts the next
+	}
+	if len(q.waiting) == 0 {
+		q.first = time.Now()
+	}
+	q.waiting = append(q.waiting, w)
+	q.n += len(objs)
+	switch {
+	case q.inflight == 0 && len(q.waiting) == 1, c.full(q, 0):
+		// Idle (no review in flight, nobody waiting): go at once, so a
+		// lone caller never waits for the window. Or the batch is full.
+		c.flushLocked(q)
+	default:
+		c.scheduleLocked(q)
+	}
+	c.mu.Unlock()
+	select {
+	case <-w.done:
+		return w.res, w.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// full reports whether q's batch, with more objects added, would exceed
+// MaxBatch (more == 0: whether it holds MaxBatch already).
+func (c *Converter) full(q *queue, more int) bool {
+	if c.cfg.MaxBatch <= 0 || q.n == 0 {
+		return false
+	}
+	if more == 0 {
+		return q.n >= c.cfg.MaxBatch
+	}
+	return q.n+more > c.cfg.MaxBatch
+}
+
+// scheduleLocked sends q's batch once it is due (the window since its
+// first waiter has passed) and a review slot is free: at once, or when
+// the window passes (a timer), or when a review in flight returns (send
+// calls it again). c.mu is held.
+func (c *Converter) scheduleLocked(q *queue) {
+	if len(q.waiting) == 0 || q.inflight >= c.cfg.MaxInflight {
+		return
+	}
+	wait := c.cfg.BatchWindow - time.Since(q.first)
+	if wait <= 0 {
+		c.flushLocked(q)
+		return
+	}
+	if q.timer != nil {
+		return
+	}
+	seq := q.seq
+	q.timer = time.AfterFunc(wait, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if q.seq == seq {
+			q.timer = nil
+			c.scheduleLocked(q)
+		}
+	})
+}
+
+// flushLocked sends the waiting batch of q. c.mu is held.
+func (c *Converter) flushLocked(q *queue) {
+	batch := q.waiting
+	q.waiting, q.n = nil, 0
+	q.seq++
+	if q.timer != nil {
+		q.timer.Stop()
+		q.timer = nil
+	}
+	q.inflight++
+	go c.send(q, batch)
+}
+
+// send runs one coalesced review and hands each waiter its part.
+func (c *Converter) send(q *queue, batch []*waiter) {
+	objs := batch[0].objs
+	links := []trace.Link{batch[0].link}
+	if len(batch) > 1 {
+		objs = make([][]byte, 0, len(batch)*len(batch[0].objs))
+		links = links[:0]
+		for _, w := range batch {
+			objs = append(objs, w.objs...)
+			links = append(links, w.link)
+		}
+	}
+	sent := time.Now()
+	res, err := c.review(context.Background(), q.t, q.key, objs, links...)
+	if c.cfg.Observe != nil {
+		rtt := time.Since(sent)
+		waits := make([]time.Duration, len(batch))
+		for i, w := range batch {
+			waits[i] = sent.Sub(w.arrived)
+		}
+		c.cfg.Observe(waits, rtt)
+	}
+
+	// The review slot is free: what queued meanwhile goes when due.
+	c.mu.Lock()
+	q.inflight--
+	if len(q.waiting) > 0 {
+		c.scheduleLocked(q)
+	} else if q.inflight == 0 && c.queues[q.key] == q {
+		delete(c.queues, q.key)
+	}
+	c.mu.Unlock()
+
+	var failed *failedError
+	if err != nil && len(batch) > 1 && errors.As(err, &failed) {
+		// Rejected as a whole: find out whose objects the webhook refuses,
+		// one review per caller, as upstream would have sent them.
+		var wg sync.WaitGroup
+		for _, w := range batch {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w.res, w.err = c.review(context.Background(), q.t, q.key, w.objs, w.link)
+				close(w.done)
+			}()
+		}
+		wg.Wait()
+		return
+	}
+	off := 0
+	for _, w := range batch {
+		if err != nil {
+			w.err = err
+		} else {
+			w.res = res[off : off+len(w.objs)]
+			off += len(w.objs)
+		}
+		close(w.done)
+	}
+}

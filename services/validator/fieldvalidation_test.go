@@ -1,0 +1,75 @@
+package validator
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"github.com/crdplane/crdplane/pkg/kstatus"
+)
+
+func TestAdmitFieldValidation(t *testing.T) {
+	client := serve(t, newDirService(t))
+	ctx := context.Background()
+	// Two unknown fields, and an invalid value: Strict fails on decoding,
+	// before validation (400, not 422).
+	obj := toJSON(t, cronTab("  replicas: 50\n  zz: 1\n  xx: [2]\n"))
+	unknown := []string{`unknown field "spec.xx"`, `unknown field "spec.zz"`}
+	for _, tc := range []struct {
+		mode     string
+		warnings []string
+		err      string
+	}{
+		{mode: "", warnings: unknown},
+		{mode: "Warn", warnings: unknown},
+		{mode: "Ignore"},
+		{mode: "Strict", err: `CronTab in version "v1" cannot be handled as a CronTab: strict decoding error: unknown field "spec.xx", unknown field "spec.zz"`},
+		{mode: "Bogus", err: `invalid AdmitRequest: field_validation "Bogus" must be Strict, Warn, Ignore or empty`},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			req := createRequest(obj)
+			req.FieldValidation = tc.mode
+			resp, err := client.Admit(ctx, req)
+			if tc.err != "" {
+				st := kstatus.FromError(err)
+				if st == nil || st.Code != 400 || st.Message != tc.err || st.Reason != "BadRequest" {
+					t.Fatalf("got %v, want 400 %q", st, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.Causes) != 1 {
+				t.Errorf("causes %v", resp.Causes)
+			}
+			// The warnings come with the causes.
+			if !reflect.DeepEqual(resp.Warnings, tc.warnings) {
+				t.Errorf("warnings %q, want %q", resp.Warnings, tc.warnings)
+			}
+		})
+	}
+
+	// Strict with only known fields passes; the finalizer warnings come
+	// only when the object is valid.
+	req := createRequest(toJSON(t, cronTab("  replicas: 5\n")))
+	req.FieldValidation = "Strict"
+	if resp, err := client.Admit(ctx, req); err != nil || len(resp.Causes) > 0 {
+		t.Fatalf("strict valid: %v %v", err, resp.GetCauses())
+	}
+	fin := `metadata.finalizers: "fin": prefer a domain-qualified finalizer name to avoid accidental conflicts with other finalizer writers`
+	for _, tc := range []struct {
+		replicas string
+		warnings []string
+	}{{"5", []string{fin}}, {"50", nil}} {
+		obj := cronTab("  replicas: " + tc.replicas + "\n")
+		obj = obj[:len("\napiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n")] + "  finalizers: [fin]\n" + obj[len("\napiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n"):]
+		resp, err := client.Admit(ctx, createRequest(toJSON(t, obj)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(resp.Warnings, tc.warnings) {
+			t.Errorf("replicas %s: warnings %q, want %q", tc.replicas, resp.Warnings, tc.warnings)
+		}
+	}
+}
