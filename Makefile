@@ -64,6 +64,7 @@ test: check-generated
 
 test-unit:
 	@for m in $(filter-out .,$(MODULES)); do echo "== $$m"; (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
+	@echo "== . (root module; e2e and deploy run in their own targets)"; $(GO) test -count=1 $$($(GO) list ./... | grep -v -E '/(e2e|bench)$$|/deploy/')
 
 ## test-e2e: start the platform on loopback and drive it with kubectl and client-go.
 test-e2e: build
