@@ -23,7 +23,7 @@ import (
 )
 
 const migrateUsage = `Usage:
-  crdplane migrate-storage --kubeconfig <path> [--crd <name>] [--page-size 500]
+  crdplane migrate-storage --kubeconfig <path> [--crd <name>] [--page-size 500] [--force]
 
 Rewrites every stored custom resource of a CRD (of every CRD without --crd)
 at the CRD's current storage version, then sets status.storedVersions to
@@ -34,6 +34,8 @@ each object as read, which the server writes at the storage version (an
 object already there is left alone: no new revision). Safe to interrupt
 and to run again: storedVersions is trimmed only once every object has
 been rewritten, and only if the storage version did not change meanwhile.
+A CRD whose storedVersions holds only its storage version is skipped
+(nothing can be stored at another version), unless --force.
 `
 
 // migrateStorage runs `crdplane migrate-storage`.
@@ -44,6 +46,7 @@ func migrateStorage(args []string) error {
 	crdName := fs.String("crd", "", "migrate only this CRD (<plural>.<group>)")
 	pageSize := fs.Int64("page-size", 500, "objects per list page")
 	qps := fs.Float64("qps", 200, "client requests per second (negative: no limit)")
+	force := fs.Bool("force", false, "rewrite the objects even of CRDs whose storedVersions is only the storage version")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -66,13 +69,14 @@ func migrateStorage(args []string) error {
 	cfg.ContentType = "application/json"
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return (&migrator{cfg: cfg, pageSize: *pageSize, out: os.Stdout}).run(ctx, *crdName)
+	return (&migrator{cfg: cfg, pageSize: *pageSize, force: *force, out: os.Stdout}).run(ctx, *crdName)
 }
 
 // migrator moves stored objects to their CRD's storage version.
 type migrator struct {
 	cfg      *rest.Config
 	pageSize int64
+	force    bool
 	out      io.Writer
 }
 
@@ -137,7 +141,7 @@ func (m *migrator) migrateCRD(ctx context.Context, client crdClient, dc dynamic.
 		fmt.Fprintf(m.out, "%s: being deleted, skipped\n", name)
 		return nil
 	}
-	if slices.Equal(crd.Status.StoredVersions, []string{sv}) {
+	if slices.Equal(crd.Status.StoredVersions, []string{sv}) && !m.force {
 		fmt.Fprintf(m.out, "%s: every object is stored at %s already\n", name, sv)
 		return nil
 	}

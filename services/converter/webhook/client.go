@@ -30,7 +30,6 @@ type target struct {
 	uid        string
 	generation int64
 	crdName    string
-	group      string
 	kind       string
 	// versions holds the CRD's versions.
 	versions map[string]bool
@@ -40,6 +39,7 @@ type target struct {
 	// "v1beta1"), or "" when the CRD names none this server supports.
 	reviewVersion string
 	client        *http.Client
+	clientKey     string // in targets.clients
 	// err is set when the clientConfig cannot be used (bad URL or CA).
 	err error
 }
@@ -61,11 +61,18 @@ type targets struct {
 
 	mu      sync.Mutex
 	byUID   map[string]*target
-	clients map[string]*http.Client
+	clients map[string]*webhookClient
+}
+
+// webhookClient is an HTTP client and its transport (to close its idle
+// connections: the tracing wrapper does not pass that on).
+type webhookClient struct {
+	client    *http.Client
+	transport *http.Transport
 }
 
 func newTargets(cfg Config) *targets {
-	return &targets{cfg: cfg, byUID: map[string]*target{}, clients: map[string]*http.Client{}}
+	return &targets{cfg: cfg, byUID: map[string]*target{}, clients: map[string]*webhookClient{}}
 }
 
 // get returns the target of crd's current generation.
@@ -75,8 +82,12 @@ func (ts *targets) get(crd *apiextensionsv1.CustomResourceDefinition) *target {
 	if t, ok := ts.byUID[string(crd.UID)]; ok && t.generation == crd.Generation {
 		return t
 	}
+	old := ts.byUID[string(crd.UID)]
 	t := ts.build(crd)
 	ts.byUID[string(crd.UID)] = t
+	if old != nil {
+		ts.dropUnusedLocked(old.clientKey)
+	}
 	return t
 }
 
@@ -84,7 +95,26 @@ func (ts *targets) get(crd *apiextensionsv1.CustomResourceDefinition) *target {
 func (ts *targets) forget(uid string) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	delete(ts.byUID, uid)
+	if old, ok := ts.byUID[uid]; ok {
+		delete(ts.byUID, uid)
+		ts.dropUnusedLocked(old.clientKey)
+	}
+}
+
+// dropUnusedLocked closes and forgets the client of key when no target
+// uses it any more (its in-flight requests finish). ts.mu is held.
+func (ts *targets) dropUnusedLocked(key string) {
+	c, ok := ts.clients[key]
+	if !ok {
+		return
+	}
+	for _, t := range ts.byUID {
+		if t.clientKey == key {
+			return
+		}
+	}
+	delete(ts.clients, key)
+	c.transport.CloseIdleConnections()
 }
 
 // closeIdle closes the idle connections of every client.
@@ -92,7 +122,7 @@ func (ts *targets) closeIdle() {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	for _, c := range ts.clients {
-		c.CloseIdleConnections()
+		c.transport.CloseIdleConnections()
 	}
 }
 
@@ -101,7 +131,6 @@ func (ts *targets) build(crd *apiextensionsv1.CustomResourceDefinition) *target 
 		uid:        string(crd.UID),
 		generation: crd.Generation,
 		crdName:    crd.Name,
-		group:      crd.Spec.Group,
 		kind:       crd.Spec.Names.Kind,
 		versions:   map[string]bool{},
 	}
@@ -153,28 +182,28 @@ func (ts *targets) build(crd *apiextensionsv1.CustomResourceDefinition) *target 
 	u.RawQuery = q.Encode()
 	t.url = u.String()
 
-	client, err := ts.client(cc.CABundle, dialFrom, dialTo)
+	key, client, err := ts.client(cc.CABundle, dialFrom, dialTo)
 	if err != nil {
 		t.err = err
 		return t
 	}
-	t.client = client
+	t.client, t.clientKey = client, key
 	return t
 }
 
 // client returns the shared HTTP client for a CA bundle (system roots when
 // empty) and a dial redirection (none when from is empty).
-func (ts *targets) client(caBundle []byte, from, to string) (*http.Client, error) {
+func (ts *targets) client(caBundle []byte, from, to string) (string, *http.Client, error) {
 	sum := sha256.Sum256(caBundle)
 	key := fmt.Sprintf("%x|%s|%s", sum, from, to)
 	if c, ok := ts.clients[key]; ok {
-		return c, nil
+		return key, c.client, nil
 	}
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	if len(caBundle) > 0 {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(caBundle) {
-			return nil, errors.New("unable to load root certificates: unable to parse bytes as PEM block")
+			return "", nil, errors.New("unable to load root certificates: unable to parse bytes as PEM block")
 		}
 		tlsConfig.RootCAs = pool
 	}
@@ -196,8 +225,8 @@ func (ts *targets) client(caBundle []byte, from, to string) (*http.Client, error
 		tr.Proxy = http.ProxyFromEnvironment
 	}
 	c := &http.Client{Transport: otelhttp.NewTransport(tr)}
-	ts.clients[key] = c
-	return c, nil
+	ts.clients[key] = &webhookClient{client: c, transport: tr}
+	return key, c, nil
 }
 
 // post sends a ConversionReview and returns the response body. Errors read
