@@ -67,6 +67,26 @@ func (a *kubeAPI) convertObjects(ctx context.Context, r *resource, apiVersion st
 	return out, nil
 }
 
+// readObjects turns objects read from storage into what the client reads:
+// defaulted with the storage version's schema (when it has defaults), then
+// converted to the request version.
+func (a *kubeAPI) readObjects(ctx context.Context, r *resource, objs [][]byte) ([][]byte, error) {
+	objs, err := a.schemas.readDefaults(r, objs)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return a.convertObjects(ctx, r, r.apiVersion(), objs)
+}
+
+// readObject is readObjects of one object.
+func (a *kubeAPI) readObject(ctx context.Context, r *resource, obj []byte) ([]byte, error) {
+	out, err := a.readObjects(ctx, r, [][]byte{obj})
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
 // convertOne converts one object.
 func (a *kubeAPI) convertOne(ctx context.Context, r *resource, apiVersion string, obj []byte) ([]byte, error) {
 	out, err := a.convertObjects(ctx, r, apiVersion, [][]byte{obj})

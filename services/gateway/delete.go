@@ -132,7 +132,7 @@ func (a *kubeAPI) markDeleting(ctx context.Context, r *resource, cur *current, d
 		return nil, apierrors.NewInternalError(err)
 	}
 	if _, deleting := objmeta.DeletionTimestamp(stored); deleting {
-		return a.convertOne(ctx, r, r.apiVersion(), cur.stored)
+		return a.readObject(ctx, r, cur.stored)
 	}
 	m := objmeta.Meta(stored)
 	if g := objmeta.Generation(stored); g > 0 {
@@ -145,7 +145,7 @@ func (a *kubeAPI) markDeleting(ctx context.Context, r *resource, cur *current, d
 		return nil, err
 	}
 	if dryRun {
-		return a.convertOne(ctx, r, r.apiVersion(), data)
+		return a.readObject(ctx, r, data)
 	}
 	resp, err := a.storage.Update(ctx, &storagev1.UpdateRequest{Key: cur.key, Object: data, ExpectedResourceVersion: cur.rv})
 	if err != nil {
@@ -155,7 +155,7 @@ func (a *kubeAPI) markDeleting(ctx context.Context, r *resource, cur *current, d
 		}
 		return nil, err
 	}
-	return a.convertOne(ctx, r, r.apiVersion(), resp.GetObject())
+	return a.readObject(ctx, r, resp.GetObject())
 }
 
 // removeObject deletes an object without finalizers (CAS on its revision).
@@ -213,7 +213,7 @@ func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCol
 		if err != nil {
 			return reply(nil, err)
 		}
-		items, err := a.convertObjects(ctx, r, r.apiVersion(), page.items)
+		items, err := a.readObjects(ctx, r, page.items)
 		if err != nil {
 			return reply(nil, err)
 		}

@@ -274,7 +274,8 @@ func TestCreateWhileCRDTerminating(t *testing.T) {
 // TestGenerationAfterPruneAndDefault: generation compares the object as
 // admission left it (pruned, defaulted) with the old one as read back
 // (defaulted with the current schema), as upstream, whose decoder prunes and
-// defaults before the strategy compares; status writes never bump it.
+// defaults before the strategy compares; status writes never bump it. Reads
+// default stored objects too.
 func TestGenerationAfterPruneAndDefault(t *testing.T) {
 	g := newTestGateway(t)
 	g.createCronTabCRD()
@@ -306,6 +307,13 @@ func TestGenerationAfterPruneAndDefault(t *testing.T) {
 			t.Fatal("gateway never saw the CRD's second generation")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// Reads default the stored object (upstream's storage decoder does).
+	if got := g.expect(http.StatusOK, "GET", crontabs+"/g", nil); got["spec"].(map[string]any)["image"] != "busybox" {
+		t.Fatalf("read without the default: %v", got["spec"])
+	}
+	if l := g.expect(http.StatusOK, "GET", crontabs, nil); l["items"].([]any)[0].(map[string]any)["spec"].(map[string]any)["image"] != "busybox" {
+		t.Fatalf("list without the default: %v", l["items"])
 	}
 	l := g.expect(http.StatusOK, "PATCH", crontabs+"/g", `{"metadata":{"labels":{"a":"b"}}}`, "Content-Type", "application/merge-patch+json")
 	if gen(l) != 1 || l["spec"].(map[string]any)["image"] != "busybox" {

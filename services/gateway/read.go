@@ -55,15 +55,6 @@ func checkSubresource(r *resource, sub, name string) error {
 	return apierrors.NewNotFound(r.groupResource(), name)
 }
 
-// getStored reads one object at the storage version.
-func (a *kubeAPI) getStored(ctx context.Context, r *resource, namespace, name string) ([]byte, error) {
-	resp, err := a.storage.Get(ctx, &storagev1.GetRequest{Key: r.objectKey(namespace, name)})
-	if err != nil {
-		return nil, storageErr(err, r.groupResource(), name)
-	}
-	return resp.GetObject(), nil
-}
-
 // Get serves GET on one object (and its status and scale subresources).
 func (a *kubeAPI) Get(ctx context.Context, req *gatewayv1.GetRequest) (*httpbody.HttpBody, error) {
 	rm := requestMetaFrom(ctx)
@@ -101,7 +92,7 @@ func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out outp
 			return nil, err
 		}
 	}
-	obj, err := a.convertOne(ctx, r, r.apiVersion(), resp.GetObject())
+	obj, err := a.readObject(ctx, r, resp.GetObject())
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +227,7 @@ func (a *kubeAPI) crList(ctx context.Context, req *gatewayv1.ListRequest, params
 		return continueExpired(ctx, err, params.continueToken, out)
 	}
 	addWarnings(ctx, r.warnings...)
-	if page.items, err = a.convertObjects(ctx, r, r.apiVersion(), page.items); err != nil {
+	if page.items, err = a.readObjects(ctx, r, page.items); err != nil {
 		return nil, err
 	}
 	return respondList(out, rm, r.apiVersion(), r.listKind, page, func() *tablePrinter { return newColumnPrinter(printerColumns(r.crd, r.version)) })
@@ -389,7 +380,7 @@ func (a *kubeAPI) crWatch(ctx context.Context, req *gatewayv1.WatchRequest, para
 	plan := planWatch(opts, rv, a.minRequestTimeout)
 	plan.apiVersion, plan.kind = r.apiVersion(), r.kind
 	plan.convert = func(ctx context.Context, obj []byte) ([]byte, error) {
-		return a.convertOne(ctx, r, r.apiVersion(), obj)
+		return a.readObject(ctx, r, obj)
 	}
 	if plan.transform, err = watchTransform(out, rm, func() *tablePrinter { return newColumnPrinter(printerColumns(r.crd, r.version)) }); err != nil {
 		return err

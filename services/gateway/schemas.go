@@ -15,7 +15,14 @@ import (
 // new generation compiles afresh; old entries of a CRD are dropped then).
 type schemaCache struct {
 	mu sync.Mutex
-	m  map[schemaKey]*schema.Schema
+	m  map[schemaKey]*compiledSchema
+}
+
+// compiledSchema is a version's compiled schema and whether it declares
+// any default (reads then default stored objects).
+type compiledSchema struct {
+	s        *schema.Schema
+	defaults bool
 }
 
 type schemaKey struct {
@@ -26,12 +33,20 @@ type schemaKey struct {
 
 // get returns the compiled schema of r's CRD at version.
 func (c *schemaCache) get(r *resource, version string) (*schema.Schema, error) {
+	cs, err := c.compiled(r, version)
+	if err != nil {
+		return nil, err
+	}
+	return cs.s, nil
+}
+
+func (c *schemaCache) compiled(r *resource, version string) (*compiledSchema, error) {
 	k := schemaKey{uid: string(r.crd.UID), generation: r.crd.Generation, version: version}
 	c.mu.Lock()
-	s, ok := c.m[k]
+	cs, ok := c.m[k]
 	c.mu.Unlock()
 	if ok {
-		return s, nil
+		return cs, nil
 	}
 	v, err := apihelpers.GetSchemaForVersion(r.crd, version)
 	if err != nil {
@@ -41,22 +56,81 @@ func (c *schemaCache) get(r *resource, version string) (*schema.Schema, error) {
 	if v != nil {
 		props = v.OpenAPIV3Schema
 	}
-	s, err = schema.Compile(props, schema.WithPreserveUnknownFields(r.crd.Spec.PreserveUnknownFields))
+	s, err := schema.Compile(props, schema.WithPreserveUnknownFields(r.crd.Spec.PreserveUnknownFields))
 	if err != nil {
 		return nil, fmt.Errorf("CRD %s version %s: %w", r.crd.Name, version, err)
 	}
+	cs = &compiledSchema{s: s, defaults: hasDefault(props)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[schemaKey]*schema.Schema{}
+		c.m = map[schemaKey]*compiledSchema{}
 	}
 	for old := range c.m {
 		if old.uid == k.uid && old.generation < k.generation {
 			delete(c.m, old)
 		}
 	}
-	c.m[k] = s
-	return s, nil
+	c.m[k] = cs
+	return cs, nil
+}
+
+// hasDefault reports whether a schema declares a default anywhere.
+func hasDefault(p *apiextensionsv1.JSONSchemaProps) bool {
+	if p == nil {
+		return false
+	}
+	if p.Default != nil {
+		return true
+	}
+	for _, c := range p.Properties {
+		if hasDefault(&c) {
+			return true
+		}
+	}
+	if p.Items != nil {
+		if hasDefault(p.Items.Schema) {
+			return true
+		}
+		for i := range p.Items.JSONSchemas {
+			if hasDefault(&p.Items.JSONSchemas[i]) {
+				return true
+			}
+		}
+	}
+	if p.AdditionalProperties != nil && hasDefault(p.AdditionalProperties.Schema) {
+		return true
+	}
+	return false
+}
+
+// readDefaults applies to stored objects (at the storage version) what
+// upstream's storage decoder does when the storage version's schema has
+// defaults: metadata normalised (malformed fields dropped), unknown fields
+// pruned, defaults set, so that objects stored before a default existed
+// read with it. Without defaults in the schema the objects are returned
+// as they are (they were pruned and defaulted when written), and nothing
+// is decoded.
+func (c *schemaCache) readDefaults(r *resource, objs [][]byte) ([][]byte, error) {
+	cs, err := c.compiled(r, r.storageVersion)
+	if err != nil || !cs.defaults {
+		return objs, err
+	}
+	out := make([][]byte, len(objs))
+	for i, data := range objs {
+		obj, err := decodeObject(data)
+		if err != nil {
+			return nil, fmt.Errorf("stored object: %w", err)
+		}
+		if _, err := schema.Normalize(obj, cs.s, true); err != nil {
+			return nil, err
+		}
+		schema.Default(obj, cs.s)
+		if out[i], err = encodeObject(obj); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // asDecoded applies to an object read from storage (at r's request

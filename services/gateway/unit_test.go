@@ -399,3 +399,20 @@ func TestSetAPIVersion(t *testing.T) {
 		}
 	}
 }
+
+func TestSetAPIVersionFastPath(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{`{"apiVersion":"g/v1","kind":"K","metadata":{"ownerReferences":[{"apiVersion":"x/v1"}]}}`, `{"apiVersion":"g/v1","kind":"K","metadata":{"ownerReferences":[{"apiVersion":"x/v1"}]}}`},
+		{`{"apiVersion":"g/v1x","kind":"K"}`, `{"apiVersion":"g/v1","kind":"K"}`},
+		{`{"apiVersion":"g/v1x","apiVersion":"g/v2"}`, `ok=false`},
+		{`{"apiVersion":"g/v1","s":"\"apiVersion\""}`, `{"apiVersion":"g/v1","s":"\"apiVersion\""}`},
+	} {
+		got, ok := setAPIVersion([]byte(tt.in), "g/v1")
+		if !ok {
+			got = []byte("ok=false")
+		}
+		if string(got) != tt.want {
+			t.Errorf("%s: got %s", tt.in, got)
+		}
+	}
+}

@@ -110,7 +110,7 @@ func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, op
 		}
 		result = resp.GetObject()
 	}
-	if result, err = a.convertOne(ctx, r, r.apiVersion(), result); err != nil {
+	if result, err = a.readObject(ctx, r, result); err != nil {
 		return nil, err
 	}
 	setHTTPCode(ctx, http.StatusCreated)
@@ -210,7 +210,7 @@ func (a *kubeAPI) readCurrent(ctx context.Context, r *resource, ns, name string)
 	if err != nil {
 		return nil, storageErr(err, r.groupResource(), name)
 	}
-	reqv, err := a.convertOne(ctx, r, r.apiVersion(), resp.GetObject())
+	reqv, err := a.readObject(ctx, r, resp.GetObject())
 	if err != nil {
 		return nil, err
 	}
@@ -264,8 +264,16 @@ func (a *kubeAPI) applyUpdate(ctx context.Context, r *resource, cur *current, ob
 	if err != nil {
 		return nil, err
 	}
-	// Nothing changed: no write, no new revision (as etcd3's GuaranteedUpdate).
-	if sameObject(newObj, old) {
+	stored, err := a.convertOne(ctx, r, r.storageAPIVersion(), admitted)
+	if err != nil {
+		return nil, err
+	}
+	// Nothing changed at the storage version: no write, no new revision
+	// (etcd3's GuaranteedUpdate compares with the stored data, so an
+	// object stored at an older version is rewritten).
+	if same, err := sameStored(stored, cur.stored); err != nil {
+		return nil, err
+	} else if same {
 		return cur.reqJSON, nil
 	}
 	if _, deleting := objmeta.DeletionTimestamp(old); deleting && len(finalizers(newObj)) == 0 {
@@ -287,10 +295,6 @@ func (a *kubeAPI) applyUpdate(ctx context.Context, r *resource, cur *current, ob
 		objmeta.SetResourceVersion(newObj, fmt.Sprint(cur.rv))
 		return encodeObject(newObj)
 	}
-	stored, err := a.convertOne(ctx, r, r.storageAPIVersion(), admitted)
-	if err != nil {
-		return nil, err
-	}
 	resp, err := a.storage.Update(ctx, &storagev1.UpdateRequest{Key: cur.key, Object: stored, ExpectedResourceVersion: cur.rv})
 	if err != nil {
 		err = storageErr(err, r.groupResource(), p.name)
@@ -299,7 +303,7 @@ func (a *kubeAPI) applyUpdate(ctx context.Context, r *resource, cur *current, ob
 		}
 		return nil, err
 	}
-	return a.convertOne(ctx, r, r.apiVersion(), resp.GetObject())
+	return a.readObject(ctx, r, resp.GetObject())
 }
 
 // validatorSubresource is the subresource a write is admitted as: a scale
@@ -353,7 +357,21 @@ func withoutMetadata(obj object) object {
 	return out
 }
 
-// sameObject compares two decoded objects (at one version), ignoring
+// sameStored reports whether two stored objects are the same, ignoring
+// metadata.resourceVersion.
+func sameStored(a, b []byte) (bool, error) {
+	x, err := decodeObject(a)
+	if err != nil {
+		return false, apierrors.NewInternalError(err)
+	}
+	y, err := decodeObject(b)
+	if err != nil {
+		return false, apierrors.NewInternalError(err)
+	}
+	return sameObject(x, y), nil
+}
+
+// sameObject compares two decoded objects, ignoring
 // metadata.resourceVersion.
 func sameObject(a, b object) bool {
 	if len(a) != len(b) {

@@ -20,6 +20,10 @@ import (
 // maxPageSize bounds one etcd range read of a filtered, paginated list.
 const maxPageSize = 10000
 
+// listItemSlack bounds what setting metadata.resourceVersion adds to a
+// stored object (`"metadata":{"resourceVersion":"<int64>"},`).
+const listItemSlack = 64
+
 // List reads the objects under a prefix: filtered by label and field
 // selectors, paginated with limit/continue (every page read at the first
 // page's revision), at the latest revision or at resource_version.
@@ -34,10 +38,27 @@ func (s *Service) List(ctx context.Context, req *storagev1.ListRequest) (*storag
 		ContinueToken:      res.cont,
 		RemainingItemCount: res.remaining,
 	}
+	// One buffer for every item: a resourceVersion adds at most
+	// listItemSlack bytes to an object.
+	size := 0
+	for _, kv := range res.kvs {
+		size += len(kv.Value) + listItemSlack
+	}
+	buf := make([]byte, 0, size)
 	for i, kv := range res.kvs {
-		if out.Objects[i], err = withResourceVersion(kv.Value, kv.ModRevision); err != nil {
+		start := len(buf)
+		next, err := appendWithResourceVersion(buf, kv.Value, kv.ModRevision)
+		if err != nil {
 			return nil, kstatus.ToGRPC(storedObjectErr(kv.Key, err))
 		}
+		if cap(next) != cap(buf) {
+			// Grew past the estimate (cannot happen): keep the item on its own.
+			out.Objects[i] = next[start:]
+			buf = buf[:start]
+			continue
+		}
+		buf = next
+		out.Objects[i] = buf[start:len(buf):len(buf)]
 	}
 	return out, nil
 }

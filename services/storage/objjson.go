@@ -186,14 +186,18 @@ func applyEdits(b []byte, edits []edit) []byte {
 	for _, e := range edits {
 		n += len(e.repl) - (e.end - e.start)
 	}
-	out := make([]byte, 0, n)
+	return appendEdits(make([]byte, 0, n), b, edits)
+}
+
+// appendEdits appends b with the edits applied to dst.
+func appendEdits(dst, b []byte, edits []edit) []byte {
 	pos := 0
 	for _, e := range edits {
-		out = append(out, b[pos:e.start]...)
-		out = append(out, e.repl...)
+		dst = append(dst, b[pos:e.start]...)
+		dst = append(dst, e.repl...)
 		pos = e.end
 	}
-	return append(out, b[pos:]...)
+	return append(dst, b[pos:]...)
 }
 
 // stripResourceVersion validates that obj is a JSON object and returns it
@@ -244,10 +248,19 @@ func stripResourceVersion(obj []byte) ([]byte, error) {
 // withResourceVersion returns a copy of the stored object with
 // metadata.resourceVersion set to rev.
 func withResourceVersion(stored []byte, rev int64) ([]byte, error) {
+	e, err := resourceVersionEdit(stored, rev)
+	if err != nil {
+		return nil, err
+	}
+	return applyEdits(stored, []edit{e}), nil
+}
+
+// resourceVersionEdit is the edit setting metadata.resourceVersion.
+func resourceVersionEdit(stored []byte, rev int64) (edit, error) {
 	start := skipWS(stored, 0)
 	meta, ok, err := findMember(stored, start, "metadata")
 	if err != nil {
-		return nil, err
+		return edit{}, err
 	}
 	var num [24]byte
 	quoted := strconv.AppendInt(append(num[:0], '"'), rev, 10)
@@ -267,7 +280,7 @@ func withResourceVersion(stored []byte, rev int64) ([]byte, error) {
 	default:
 		rv, found, err := findMember(stored, meta.valStart, "resourceVersion")
 		if err != nil {
-			return nil, err
+			return edit{}, err
 		}
 		if found {
 			e = edit{rv.valStart, rv.valEnd, quoted}
@@ -275,7 +288,18 @@ func withResourceVersion(stored []byte, rev int64) ([]byte, error) {
 			e = insertMember(stored, meta.valStart, append([]byte(`"resourceVersion":`), quoted...))
 		}
 	}
-	return applyEdits(stored, []edit{e}), nil
+	return e, nil
+}
+
+// appendWithResourceVersion appends to dst what withResourceVersion
+// returns, without a copy of its own (lists build every item in one
+// buffer).
+func appendWithResourceVersion(dst, stored []byte, rev int64) ([]byte, error) {
+	e, err := resourceVersionEdit(stored, rev)
+	if err != nil {
+		return dst, err
+	}
+	return appendEdits(dst, stored, []edit{e}), nil
 }
 
 // insertMember returns the edit inserting the member text m first into the

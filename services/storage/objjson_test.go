@@ -160,3 +160,25 @@ func TestLookupAndFieldValue(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendWithResourceVersion: appending writes what withResourceVersion
+// returns.
+func TestAppendWithResourceVersion(t *testing.T) {
+	for _, in := range []string{
+		`{"apiVersion":"g/v1","kind":"K","metadata":{"name":"a","namespace":"n"},"spec":{"x":[1,{"y":"}"}]}}`,
+		` { "kind" : "K" , "metadata" : { } , "spec" : 1 }`,
+		`{"spec":{"metadata":{"name":"nested"}}}`,
+		`{"metadata":{"name":"a","resourceVersion":"3"}}`,
+		`{"metadata":null}`,
+		`{"metadata":{"name":"a"},"metadata":{"name":"b"}}`,
+	} {
+		want, err := withResourceVersion([]byte(in), 42)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendWithResourceVersion([]byte("prefix"), []byte(in), 42)
+		if err != nil || string(got) != "prefix"+string(want) {
+			t.Errorf("%s:\n got %s\nwant prefix%s (%v)", in, got, want, err)
+		}
+	}
+}
