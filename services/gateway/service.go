@@ -18,6 +18,7 @@ import (
 
 	"github.com/crdplane/crdplane/pkg/crdcache"
 	"github.com/crdplane/crdplane/pkg/grpcx"
+	"github.com/crdplane/crdplane/pkg/metrics"
 	converterv1 "github.com/crdplane/crdplane/proto/crdplane/converter/v1"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
@@ -139,8 +140,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	watchCtx, stopWatches := context.WithCancel(bg)
 	s.stopWatches = stopWatches
-	s.handler = otelhttp.NewHandler(&edge{tokens: ts, maxBody: cfg.MaxRequestBodyBytes, requestTimeout: cfg.RequestTimeout, next: mux, stopWatches: watchCtx}, "kube-api",
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }))
+	s.handler = metrics.InstrumentHTTP("kube-api", otelhttp.NewHandler(&edge{tokens: ts, maxBody: cfg.MaxRequestBodyBytes, requestTimeout: cfg.RequestTimeout, next: mux, stopWatches: watchCtx}, "kube-api",
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path })))
 
 	if cfg.ListenAddr != "" {
 		if s.lis, err = net.Listen("tcp", cfg.ListenAddr); err != nil {

@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/crdplane/crdplane/pkg/metrics"
 	"github.com/crdplane/crdplane/services/validator/celrules"
 	"github.com/crdplane/crdplane/services/validator/schema"
 )
@@ -98,6 +99,10 @@ type compiledCache struct {
 	latest  map[types.UID]int64 // newest generation seen per CRD; -1: deleted
 }
 
+// schemaCacheRequests counts compiled-schema lookups by result (hit, miss).
+var schemaCacheRequests = metrics.NewCounterVec("validator", "schema_cache_requests_total",
+	"Compiled-schema cache lookups (CRD uid + generation + version), by result: hit or miss.", "result")
+
 func newCompiledCache() *compiledCache {
 	return &compiledCache{entries: map[compiledKey]*compiledEntry{}, latest: map[types.UID]int64{}}
 }
@@ -110,7 +115,10 @@ func (c *compiledCache) get(crd *CRD, version string) (*compiledVersion, error) 
 	key := compiledKey{crd.UID, crd.Generation, version}
 	c.mu.Lock()
 	e, ok := c.entries[key]
-	if !ok {
+	if ok {
+		schemaCacheRequests.WithLabelValues("hit").Inc()
+	} else {
+		schemaCacheRequests.WithLabelValues("miss").Inc()
 		e = &compiledEntry{}
 		// Do not keep what is already superseded (a change raced with
 		// this request); it is still compiled for this request.

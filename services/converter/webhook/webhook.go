@@ -401,6 +401,9 @@ func (c *Converter) send(q *queue, batch []*waiter) {
 	}
 	sent := time.Now()
 	res, err := c.review(context.Background(), q.t, q.key, objs, links...)
+	reviewObjects.Observe(float64(len(objs)))
+	reviewRequests.Observe(float64(len(batch)))
+	reviewDuration.Observe(time.Since(sent).Seconds())
 	if c.cfg.Observe != nil {
 		rtt := time.Since(sent)
 		waits := make([]time.Duration, len(batch))

@@ -455,6 +455,8 @@ func TestCoalescing(t *testing.T) {
 	c := New(Config{BatchWindow: 20 * time.Millisecond})
 	crd := urlCRD(srv, caPEM)
 	const n = 64
+	reviews0, requests0 := histogram(t, reviewRequests)
+	_, objects0 := histogram(t, reviewObjects)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
@@ -485,6 +487,12 @@ func TestCoalescing(t *testing.T) {
 		t.Errorf("%d reviews for %d concurrent requests", r, n)
 	}
 	t.Logf("%d requests, %d reviews", n, fw.reviews.Load())
+	// The batching metrics saw every review, request and object.
+	reviews, requests := histogram(t, reviewRequests)
+	_, objects := histogram(t, reviewObjects)
+	if reviews-reviews0 != uint64(fw.reviews.Load()) || requests-requests0 != n || objects-objects0 != 2*n {
+		t.Errorf("metrics: %d reviews, %v requests, %v objects", reviews-reviews0, requests-requests0, objects-objects0)
+	}
 	// Nothing left behind.
 	c.mu.Lock()
 	defer c.mu.Unlock()
