@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"mime"
 	"strconv"
 	"strings"
@@ -137,16 +138,30 @@ func summarize(data []byte, max int) string {
 // (400s with upstream's wording). A wrong kind with the right apiVersion is
 // left to checkKind (a 422, as upstream's type-meta validation).
 func decodeCustomResource(r *resource, data []byte) (object, error) {
-	var tm struct {
-		APIVersion any `json:"apiVersion"`
-		Kind       any `json:"kind"`
+	var (
+		obj              object
+		objErr           error
+		apiVersion, kind string
+	)
+	if o, ok := decodeWholeObject(data); ok && exactTypeMeta(o) {
+		// The common case: one decode gives the object and its type meta.
+		obj = o
+		apiVersion, _ = o["apiVersion"].(string)
+		kind, _ = o["kind"].(string)
+	} else {
+		// Anything else takes the decoder's two steps, for its errors.
+		var tm struct {
+			APIVersion any `json:"apiVersion"`
+			Kind       any `json:"kind"`
+		}
+		if err := json.Unmarshal(data, &tm); err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): couldn't get version/kind; json parse error: %v (%s)",
+				r.kind, err, summarize(data, 30)))
+		}
+		apiVersion, _ = tm.APIVersion.(string)
+		kind, _ = tm.Kind.(string)
+		obj, objErr = decodeObject(data)
 	}
-	if err := json.Unmarshal(data, &tm); err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): couldn't get version/kind; json parse error: %v (%s)",
-			r.kind, err, summarize(data, 30)))
-	}
-	apiVersion, _ := tm.APIVersion.(string)
-	kind, _ := tm.Kind.(string)
 	gv, gvErr := schema.ParseGroupVersion(apiVersion)
 	// The version the decoder reports: the body's, or the request's when absent.
 	reported := gv.Version
@@ -156,9 +171,8 @@ func decodeCustomResource(r *resource, data []byte) (object, error) {
 	cannotHandle := func(reason string) error {
 		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %s", r.kind, reported, r.kind, reason))
 	}
-	obj, err := decodeObject(data)
-	if err != nil {
-		return nil, cannotHandle(err.Error())
+	if objErr != nil {
+		return nil, cannotHandle(objErr.Error())
 	}
 	if kind == "" {
 		return nil, cannotHandle(fmt.Sprintf("Object 'Kind' is missing in '%s'", data))
@@ -182,6 +196,34 @@ func decodeCustomResource(r *resource, data []byte) (object, error) {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", gv.String(), r.apiVersion()))
 	}
 	return obj, nil
+}
+
+// decodeWholeObject decodes data as decodeObject does and reports whether it
+// is one JSON object with nothing but white space after it (what
+// json.Unmarshal accepts).
+func decodeWholeObject(data []byte) (object, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var obj object
+	if err := dec.Decode(&obj); err != nil || obj == nil {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false
+	}
+	return fromJSONNumbers(obj).(object), true
+}
+
+// exactTypeMeta reports whether obj's apiVersion and kind are what
+// json.Unmarshal into a struct with those fields reads: no other top-level
+// key matches them case-insensitively (as encoding/json matches fields).
+func exactTypeMeta(obj object) bool {
+	for k := range obj {
+		if (k != "apiVersion" && strings.EqualFold(k, "apiVersion")) || (k != "kind" && strings.EqualFold(k, "kind")) {
+			return false
+		}
+	}
+	return true
 }
 
 func crdHasVersion(r *resource, v string) bool {

@@ -294,6 +294,9 @@ func TestDecodeCustomResourceMessages(t *testing.T) {
 		{"other group", `{"apiVersion":"other.example.com/v1","kind":"CronTab"}`, `CronTab in version "v1" cannot be handled as a CronTab: other.example.com/v1, Kind=CronTab is unstructured and is not suitable for converting to "stable.example.com/v1"`},
 		{"unknown version", `{"apiVersion":"stable.example.com/v9","kind":"CronTab"}`, `CronTab in version "v9" cannot be handled as a CronTab: request to convert CR from an invalid group/version: stable.example.com/v9`},
 		{"other version", `{"apiVersion":"stable.example.com/v1beta1","kind":"CronTab"}`, `the API version in the data (stable.example.com/v1beta1) does not match the expected API version (stable.example.com/v1)`},
+		{"trailing data", `{"apiVersion":"stable.example.com/v1","kind":"CronTab"} {}`, `the object provided is unrecognized (must be of type CronTab): couldn't get version/kind; json parse error: `},
+		{"kind matched case-insensitively", `{"apiVersion":"stable.example.com/v1","KIND":"CronTab"}`, ""},
+		{"null", `null`, `CronTab in version "v1" cannot be handled as a CronTab: not a JSON object`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
