@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 )
 
@@ -129,7 +130,7 @@ func PrepareUpdate(obj, old Object, hasStatus bool, subresource string) Object {
 		if v, ok := om[k]; ok {
 			if k == "uid" {
 				if u, _ := m[k].(string); u != "" {
-					continue // a different uid is rejected by ValidateUpdate
+					continue // a different uid is rejected by the validator (immutable field)
 				}
 			}
 			m[k] = v
@@ -150,16 +151,6 @@ func PrepareUpdate(obj, old Object, hasStatus bool, subresource string) Object {
 	}
 	m["generation"] = gen
 	return obj
-}
-
-// ValidateUpdate rejects changes to immutable metadata, as upstream's
-// ValidateObjectMetaUpdate (uid; name and namespace are checked against the
-// URL by CheckNameAndNamespace).
-func ValidateUpdate(obj, old Object, gk schemaGroupKind, name string) error {
-	if u, o := String(obj, "uid"), String(old, "uid"); u != "" && u != o {
-		return apierrors.NewInvalid(gk, name, fieldErrorList("metadata.uid", u, "field is immutable"))
-	}
-	return nil
 }
 
 // CheckNameAndNamespace makes the object's name and namespace agree with the
@@ -213,6 +204,4 @@ func withoutMetadata(obj Object) Object {
 	return out
 }
 
-func deepCopy(obj Object) Object {
-	return runtimeDeepCopy(obj)
-}
+func deepCopy(obj Object) Object { return runtime.DeepCopyJSON(obj) }

@@ -29,6 +29,11 @@ func startEmbedded(ctx context.Context, cfg Config, zl *zap.Logger, log *slog.Lo
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("embedded etcd: %w", err)
 	}
+	// etcd wants its data directory private; a pre-existing one (a test's
+	// temporary directory, say) may have been created 0755.
+	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("embedded etcd: %w", err)
+	}
 	clientURL, err := url.Parse(cfg.EmbeddedClientURL)
 	if err != nil {
 		return nil, fmt.Errorf("embedded etcd client URL: %w", err)

@@ -31,6 +31,3 @@ func None(obj []byte, apiVersion string) ([]byte, error) {
 	}
 	return out, nil
 }
-
-// NoneMap sets apiVersion on a decoded object in place.
-func NoneMap(obj map[string]any, apiVersion string) { obj["apiVersion"] = apiVersion }
