@@ -736,7 +736,7 @@ func startBackends(t *testing.T) *backends {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	n := backendSeq.Add(1)
-	serve := func(name string, register func(*grpc.Server)) string {
+	serve := func(name string, register func(grpc.ServiceRegistrar)) string {
 		addr := fmt.Sprintf("e2e-api-%s-%d", name, n)
 		srv := grpcx.NewServer()
 		register(srv)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/crdplane/crdplane/pkg/app"
 	"github.com/crdplane/crdplane/services/converter"
+	"github.com/crdplane/crdplane/services/converter/webhook"
 	"github.com/crdplane/crdplane/services/gateway"
 	"github.com/crdplane/crdplane/services/gateway/localpki"
 	"github.com/crdplane/crdplane/services/registry"
@@ -48,6 +49,9 @@ type Config struct {
 	Token string
 	// Hosts are extra names and IPs for the serving certificate.
 	Hosts []string
+	// Conversion configures webhook conversion (coalescing, chunking,
+	// service endpoints for clientConfig.service webhooks).
+	Conversion webhook.Config
 }
 
 // Platform is a running in-process crdplane.
@@ -122,7 +126,7 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 	p.closers = append(p.closers, val.Close)
 	p.serve(runCtx, "validator", addr("validator"), val.Register, val.Ready)
 
-	conv, err := converter.New(runCtx, converter.Config{RegistryAddr: addr("registry")})
+	conv, err := converter.New(runCtx, converter.Config{RegistryAddr: addr("registry"), Webhook: cfg.Conversion})
 	if err != nil {
 		return nil, fmt.Errorf("converter: %w", err)
 	}
@@ -180,7 +184,7 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 	return p, nil
 }
 
-func (p *Platform) serve(ctx context.Context, name, addr string, register func(*grpc.Server), ready func() error) {
+func (p *Platform) serve(ctx context.Context, name, addr string, register func(grpc.ServiceRegistrar), ready func() error) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()

@@ -18,6 +18,7 @@ import (
 	"github.com/crdplane/crdplane/pkg/app"
 	"github.com/crdplane/crdplane/pkg/telemetry"
 	"github.com/crdplane/crdplane/platform"
+	"github.com/crdplane/crdplane/services/converter/webhook"
 )
 
 const usage = `crdplane: a Kubernetes-compatible API server for CustomResourceDefinitions.
@@ -60,6 +61,8 @@ func run(args []string) error {
 	hosts := fs.String("hosts", "", "extra comma-separated DNS names/IPs for the serving certificate")
 	logFormat := fs.String("log-format", "text", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	var conversion webhook.Config
+	conversion.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,6 +83,7 @@ func run(args []string) error {
 		KubeconfigPath: *kubeconfig,
 		Token:          *token,
 		Hosts:          splitList(*hosts),
+		Conversion:     conversion,
 	})
 	if err != nil {
 		return err

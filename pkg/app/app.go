@@ -32,8 +32,9 @@ type Config struct {
 	GRPCAddr string
 	// HTTPAddr, when set, serves /healthz, /readyz, /livez and /metrics.
 	HTTPAddr string
-	// Register adds the service's implementations to the gRPC server.
-	Register func(*grpc.Server)
+	// Register adds the service's implementations to the gRPC server (and,
+	// for an inproc:// address, to the direct in-process table).
+	Register func(grpc.ServiceRegistrar)
 	// Ready reports whether the service can take traffic (nil: always).
 	Ready func() error
 	// ShutdownGrace bounds the graceful stop (default 10s).
@@ -101,7 +102,15 @@ func Run(ctx context.Context, cfg Config) error {
 	drainCtx, drain := context.WithCancel(context.Background())
 	defer drain()
 	srv := grpcx.NewServer(grpc.ChainStreamInterceptor(drainStreams(drainCtx)))
-	cfg.Register(srv)
+	// In one process, callers reach the service by direct calls (the gRPC
+	// server behind the in-memory listener stays, for anything dialling it).
+	var direct *grpcx.InProcess
+	if _, ok := grpcx.IsInProcess(cfg.GRPCAddr); ok {
+		direct = grpcx.NewInProcess(grpcx.InProcessConfig{StreamInterceptor: drainStreams(drainCtx)})
+		cfg.Register(grpcx.Registrars(srv, direct))
+	} else {
+		cfg.Register(srv)
+	}
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
@@ -144,6 +153,10 @@ func Run(ctx context.Context, cfg Config) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
+	if direct != nil {
+		name, _ := grpcx.IsInProcess(cfg.GRPCAddr)
+		direct.Publish(name)
+	}
 	log.Info("serving gRPC", "addr", lis.Addr().String())
 
 	select {
@@ -162,7 +175,18 @@ func Run(ctx context.Context, cfg Config) error {
 	// No new calls from here on; health watchers are told NOT_SERVING,
 	// then the remaining streams (watches) end.
 	stopped := make(chan struct{})
-	go func() { srv.GracefulStop(); close(stopped) }()
+	go func() {
+		directStopped := make(chan struct{})
+		go func() {
+			if direct != nil {
+				direct.GracefulStop()
+			}
+			close(directStopped)
+		}()
+		srv.GracefulStop()
+		<-directStopped
+		close(stopped)
+	}()
 	select {
 	case <-stopped:
 	case <-time.After(streamDrainDelay):
@@ -172,6 +196,9 @@ func Run(ctx context.Context, cfg Config) error {
 	case <-stopped:
 	case <-deadline:
 		srv.Stop()
+		if direct != nil {
+			direct.Stop()
+		}
 	}
 	if httpSrv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -77,7 +77,7 @@ func (b *blockingHealth) Check(context.Context, *healthpb.HealthCheckRequest) (*
 	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
 }
 
-func registerBlocking(srv *grpc.Server, b *blockingHealth) {
+func registerBlocking(srv grpc.ServiceRegistrar, b *blockingHealth) {
 	desc := healthpb.Health_ServiceDesc
 	desc.ServiceName = "test.Blocking"
 	srv.RegisterService(&desc, b)
@@ -96,7 +96,7 @@ func TestRunDrains(t *testing.T) {
 	go func() {
 		done <- Run(ctx, Config{
 			Name: "test", GRPCAddr: grpcAddr, HTTPAddr: httpAddr,
-			Register:      func(s *grpc.Server) { registerBlocking(s, blocking) },
+			Register:      func(s grpc.ServiceRegistrar) { registerBlocking(s, blocking) },
 			ShutdownGrace: 5 * time.Second,
 		})
 	}()

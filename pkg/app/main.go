@@ -17,7 +17,7 @@ import (
 
 // Service is what a crdplane gRPC service offers its binary.
 type Service interface {
-	Register(*grpc.Server)
+	Register(grpc.ServiceRegistrar)
 	Ready() error
 	Close() error
 }

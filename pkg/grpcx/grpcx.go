@@ -1,8 +1,8 @@
 // Package grpcx builds the gRPC servers and client connections crdplane
 // services use: OpenTelemetry and Prometheus metrics on every hop,
 // round-robin balancing across the addresses a DNS name resolves to, and
-// in-process connections ("inproc://<name>") when several services run in
-// one process.
+// in-process connections ("inproc://<name>": direct calls, see InProcess)
+// when several services run in one process.
 package grpcx
 
 import (
@@ -39,6 +39,7 @@ const inprocScheme = "inproc://"
 var (
 	inprocMu        sync.Mutex
 	inprocListeners = map[string]*bufconn.Listener{}
+	inprocDirect    = map[string]*InProcess{}
 )
 
 // ListenInProcess returns an in-memory listener that Dial reaches at
@@ -64,11 +65,13 @@ func Listen(addr string) (net.Listener, error) {
 	return l, nil
 }
 
-// Dial returns a client connection to target: "inproc://<name>", a
-// "dns:///host:port" name (balanced round robin over its addresses,
-// re-resolved every DNSRefreshInterval) or a plain host:port. Its calls
-// are traced and measured (crdplane_grpc_client_*).
-func Dial(target string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+// Dial returns a client connection to target: "inproc://<name>" (direct
+// calls to the InProcess published under name, else gRPC over the
+// in-memory listener of that name), a "dns:///host:port" name (balanced
+// round robin over its addresses, re-resolved every DNSRefreshInterval) or
+// a plain host:port. Its calls are traced and measured
+// (crdplane_grpc_client_*).
+func Dial(target string, opts ...grpc.DialOption) (Conn, error) {
 	base := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
@@ -86,7 +89,13 @@ func Dial(target string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 			}
 			return l.DialContext(ctx)
 		}))
-		target = "passthrough:///" + name
+		return &inprocConn{name: name, dialWire: func() (*grpc.ClientConn, error) {
+			cc, err := grpc.NewClient("passthrough:///"+name, append(base, opts...)...)
+			if err != nil {
+				return nil, fmt.Errorf("dial %s: %w", target, err)
+			}
+			return cc, nil
+		}}, nil
 	}
 	if strings.HasPrefix(target, "dns:") {
 		base = append(base, grpc.WithResolvers(newRefreshingDNS(DNSRefreshInterval)))

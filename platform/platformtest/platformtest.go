@@ -67,7 +67,14 @@ spec:
 // embedded etcd in a temporary directory, and stops it when the test ends.
 func Start(t testing.TB) (*platform.Platform, *rest.Config) {
 	t.Helper()
-	p, err := platform.Start(context.Background(), platform.Config{DataDir: t.TempDir(), ListenAddr: "127.0.0.1:0"})
+	return StartConfig(t, platform.Config{})
+}
+
+// StartConfig is Start with cfg (its DataDir and ListenAddr are set here).
+func StartConfig(t testing.TB, cfg platform.Config) (*platform.Platform, *rest.Config) {
+	t.Helper()
+	cfg.DataDir, cfg.ListenAddr = t.TempDir(), "127.0.0.1:0"
+	p, err := platform.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ type Service struct {
 	converterv1.UnimplementedConverterServiceServer
 
 	cfg     Config
-	conn    *grpc.ClientConn
+	conn    grpcx.Conn
 	crds    *crdcache.Cache
 	webhook *webhook.Converter
 	cancel  context.CancelFunc
@@ -86,7 +86,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 }
 
 // Register adds the ConverterService to srv.
-func (s *Service) Register(srv *grpc.Server) { converterv1.RegisterConverterServiceServer(srv, s) }
+func (s *Service) Register(srv grpc.ServiceRegistrar) {
+	converterv1.RegisterConverterServiceServer(srv, s)
+}
 
 // Ready reports whether the CRD cache has synced.
 func (s *Service) Ready() error {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"google.golang.org/grpc"
 
 	"github.com/crdplane/crdplane/pkg/crdcache"
 	"github.com/crdplane/crdplane/pkg/grpcx"
@@ -33,7 +32,7 @@ type Service struct {
 	cfg Config
 	log *slog.Logger
 
-	conns   []*grpc.ClientConn
+	conns   []grpcx.Conn
 	crds    *crdcache.Cache
 	api     *kubeAPI
 	handler http.Handler
@@ -83,7 +82,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			s.closeConns()
 		}
 	}()
-	dial := func(addr string) (*grpc.ClientConn, error) {
+	dial := func(addr string) (grpcx.Conn, error) {
 		cc, err := grpcx.Dial(addr)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)

@@ -94,7 +94,7 @@ func runTests(m *testing.M) int {
 	return m.Run()
 }
 
-func serve(name string, register func(*grpc.Server)) *grpc.Server {
+func serve(name string, register func(grpc.ServiceRegistrar)) *grpc.Server {
 	srv := grpcx.NewServer()
 	register(srv)
 	lis := grpcx.ListenInProcess(name)

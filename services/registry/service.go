@@ -24,8 +24,8 @@ import (
 // and the controllers.
 type Service struct {
 	cfg     Config
-	conn    *grpc.ClientConn
-	valConn *grpc.ClientConn // the validator's, when configured
+	conn    grpcx.Conn
+	valConn grpcx.Conn       // the validator's, when configured
 	etcd    *clientv3.Client // the leader election's, when the service dialed it
 	server  *server
 	inf     *informer
@@ -91,7 +91,7 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 }
 
 // Register adds the RegistryService and the OpenAPIService to srv.
-func (s *Service) Register(srv *grpc.Server) {
+func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	registryv1.RegisterRegistryServiceServer(srv, s.server)
 	registryv1.RegisterOpenAPIServiceServer(srv, openapi.NewServer(s.openapi))
 }
@@ -123,7 +123,7 @@ func (s *Service) Close() error {
 
 func (s *Service) closeClients() error {
 	var errs []error
-	for _, c := range []*grpc.ClientConn{s.conn, s.valConn} {
+	for _, c := range []grpcx.Conn{s.conn, s.valConn} {
 		if c != nil {
 			errs = append(errs, c.Close())
 		}

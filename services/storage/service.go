@@ -175,7 +175,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 }
 
 // Register adds StorageService to srv.
-func (s *Service) Register(srv *grpc.Server) {
+func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	storagev1.RegisterStorageServiceServer(srv, s)
 }
 

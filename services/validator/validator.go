@@ -65,7 +65,7 @@ type Service struct {
 	src      Source
 	compiled *compiledCache
 
-	conn   *grpc.ClientConn   // registry connection, when we own it
+	conn   grpcx.Conn         // registry connection, when we own it
 	cancel context.CancelFunc // stops the CRD watch, when we run it
 	done   chan struct{}
 }
@@ -130,7 +130,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 }
 
 // Register adds the ValidatorService to srv.
-func (s *Service) Register(srv *grpc.Server) {
+func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	validatorv1.RegisterValidatorServiceServer(srv, s)
 }
 

@@ -14,15 +14,13 @@ import (
 const (
 	// DefaultTimeout is upstream's conversion webhook timeout.
 	DefaultTimeout = 30 * time.Second
-	// DefaultBatchWindow is how long a batch lingers for more conversions.
-	DefaultBatchWindow = time.Millisecond
+	// DefaultBatchWindow is the longest a conversion waits to share a
+	// review: at most one coalesced review per key leaves per window.
+	DefaultBatchWindow = 3 * time.Millisecond
 	// DefaultMaxBatch is the most objects in one ConversionReview.
 	DefaultMaxBatch = 256
 	// DefaultMaxParallelChunks bounds the chunks of one list in flight.
 	DefaultMaxParallelChunks = 8
-	// DefaultMaxInflight bounds the coalesced reviews in flight per CRD
-	// generation and pair of versions.
-	DefaultMaxInflight = 1
 	// DefaultServiceDNSPattern dials a clientConfig.service by its
 	// in-cluster DNS name.
 	DefaultServiceDNSPattern = "{name}.{namespace}.svc:{port}"
@@ -33,11 +31,12 @@ const (
 type Config struct {
 	// Timeout bounds one webhook call (0: 30s, upstream's).
 	Timeout time.Duration
-	// BatchWindow is how long a batch lingers for more conversions (of the
-	// same CRD generation between the same versions) once a review is in
-	// flight for them; a conversion arriving while none is in flight and
-	// none is waiting goes at once (0: 1ms; negative: never coalesce, one
-	// review per request as upstream).
+	// BatchWindow paces coalesced reviews: conversions of the same CRD
+	// generation between the same versions share reviews, at most one
+	// leaving per window, so none waits longer than the window; a
+	// conversion finding its key quiet (nothing waiting, and nothing in
+	// flight or nothing sent within the window) goes at once (0: 3ms;
+	// negative: never coalesce, one review per request as upstream).
 	BatchWindow time.Duration
 	// MaxBatch is the most objects sent in one ConversionReview: a
 	// coalesced batch is sent once it holds this many, and a larger request
@@ -47,11 +46,10 @@ type Config struct {
 	// MaxParallelChunks bounds the chunks of one request in flight at once
 	// (0: 8).
 	MaxParallelChunks int
-	// MaxInflight bounds the coalesced reviews in flight at once for one
-	// CRD generation and pair of versions (0: 1). While that many are in
-	// flight, conversions queue up (past the batch window) and go together
-	// when one returns, so batches grow with the load instead of the calls.
-	// A batch that reaches MaxBatch goes at once regardless.
+	// MaxInflight, when positive, caps the coalesced reviews in flight at
+	// once for one CRD generation and pair of versions: while that many are
+	// in flight, conversions queue up (past the batch window) and go
+	// together when one returns (0: no cap; the window alone paces reviews).
 	MaxInflight int
 	// ServiceEndpoints maps a clientConfig.service to the address dialled
 	// for it, for servers outside the cluster (docker compose, a laptop).
@@ -70,10 +68,10 @@ type Config struct {
 // RegisterFlags adds the webhook conversion flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Timeout, "webhook-timeout", DefaultTimeout, "timeout of one conversion webhook call")
-	fs.DurationVar(&c.BatchWindow, "batch-window", DefaultBatchWindow, "how long concurrent conversions of the same CRD and versions linger to share one ConversionReview; a lone conversion goes at once (negative: never coalesce)")
+	fs.DurationVar(&c.BatchWindow, "batch-window", DefaultBatchWindow, "longest a conversion waits to share a ConversionReview with concurrent conversions of the same CRD and versions: at most one coalesced review per CRD and version pair leaves per window; a lone conversion goes at once (negative: never coalesce)")
 	fs.IntVar(&c.MaxBatch, "max-batch-objects", DefaultMaxBatch, "most objects in one ConversionReview; larger lists are split into chunks of this size converted in parallel (negative: no limit)")
 	fs.IntVar(&c.MaxParallelChunks, "max-parallel-chunks", DefaultMaxParallelChunks, "most chunks of one list converted at once")
-	fs.IntVar(&c.MaxInflight, "max-inflight-reviews", DefaultMaxInflight, "most coalesced ConversionReviews in flight at once per CRD and pair of versions; beyond, conversions queue for the next one")
+	fs.IntVar(&c.MaxInflight, "max-inflight-reviews", 0, "when positive, most coalesced ConversionReviews in flight at once per CRD and pair of versions; beyond, conversions queue for the next one (0: no cap)")
 	if c.ServiceEndpoints == nil {
 		c.ServiceEndpoints = EndpointMap{}
 	}
@@ -93,9 +91,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxParallelChunks <= 0 {
 		c.MaxParallelChunks = DefaultMaxParallelChunks
-	}
-	if c.MaxInflight <= 0 {
-		c.MaxInflight = DefaultMaxInflight
 	}
 	if c.ServiceDNSPattern == "" {
 		c.ServiceDNSPattern = DefaultServiceDNSPattern

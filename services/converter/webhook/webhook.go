@@ -5,15 +5,17 @@
 // (coalescing), and large lists are split into chunks converted in
 // parallel.
 //
-// Coalescing (group commit): a conversion is sent at once when nothing is
-// in flight or waiting for its key (CRD uid, generation, source and
-// desired apiVersion), so a lone caller never waits. Otherwise it joins
-// the batch forming for the key, which is sent once it has lingered the
-// batch window (1ms) since its first conversion and a review slot is free
-// (MaxInflight, 1: one coalesced review in flight per key), or at once
-// when it holds MaxBatch objects. While the review in flight lasts longer
-// than the window, the batch behind it grows with the load instead of the
-// number of calls. Results go back to each caller in its own order.
+// Coalescing: conversions with the same key (CRD uid, generation, source
+// and desired apiVersion) share ConversionReviews, at most one leaving per
+// batch window (3ms) per key. A conversion that finds its key quiet (no
+// batch forming, and no review in flight or none sent within the window)
+// is sent at once, so a lone caller never waits. Otherwise it joins the
+// batch forming, which leaves one window after the key's previous review:
+// no conversion waits longer than the window, and under load the calls stay
+// at one per window while the batches grow with the load. A batch that
+// reaches MaxBatch objects leaves at once; MaxInflight, when set, caps the
+// reviews in flight per key (a batch then also waits for a slot). Results
+// go back to each caller in its own order.
 //
 // Failures: when a coalesced review comes back Failed (result.status not
 // Success), the batch is retried as one review per caller, so only the
@@ -296,34 +298,31 @@ type queue struct {
 	waiting  []*waiter
 	n        int       // objects waiting
 	inflight int       // coalesced reviews in flight
-	first    time.Time // arrival of the first waiter
+	last     time.Time // when the last review left
 	timer    *time.Timer
 	seq      uint64 // flushes so far; a timer armed before the last flush is stale
 }
 
 // coalesce adds objs to the batch of key and waits for its result.
 func (c *Converter) coalesce(ctx context.Context, t *target, key batchKey, objs [][]byte) ([][]byte, error) {
-	w := &waiter{arrived: time.Now(), objs: objs, done: make(chan struct{}), link: trace.LinkFromContext(ctx)}
+	now := time.Now()
+	w := &waiter{arrived: now, objs: objs, done: make(chan struct{}), link: trace.LinkFromContext(ctx)}
 	c.mu.Lock()
 	q := c.queues[key]
 	if q == nil {
 		q = &queue{key: key, t: t}
 		c.queues[key] = q
 	}
-	if c.full(q, len(objs)) {
+	if c.full(q, len(objs)) && c.slotFree(q) {
 		c.flushLocked(q) // the batch forming is full: it goes now, w starts the next
 	}
-	if len(q.waiting) == 0 {
-		q.first = time.Now()
-	}
+	quiet := len(q.waiting) == 0 && (q.inflight == 0 || now.Sub(q.last) >= c.cfg.BatchWindow)
 	q.waiting = append(q.waiting, w)
 	q.n += len(objs)
-	switch {
-	case q.inflight == 0 && len(q.waiting) == 1, c.full(q, 0):
-		// Idle (no review in flight, nobody waiting): go at once, so a
-		// lone caller never waits for the window. Or the batch is full.
+	if (quiet || c.full(q, 0)) && c.slotFree(q) {
+		// Quiet (a lone caller) or full: go at once.
 		c.flushLocked(q)
-	default:
+	} else {
 		c.scheduleLocked(q)
 	}
 	c.mu.Unlock()
@@ -347,16 +346,21 @@ func (c *Converter) full(q *queue, more int) bool {
 	return q.n+more > c.cfg.MaxBatch
 }
 
-// scheduleLocked sends q's batch once it is due (the window since its
-// first waiter has passed) and a review slot is free: at once, or when
-// the window passes (a timer), or when a review in flight returns (send
-// calls it again). c.mu is held.
+// slotFree reports whether another review of q may leave (MaxInflight).
+func (c *Converter) slotFree(q *queue) bool {
+	return c.cfg.MaxInflight <= 0 || q.inflight < c.cfg.MaxInflight
+}
+
+// scheduleLocked sends q's batch once it is due (a window after the
+// previous review left, or full) and a review slot is free: at once, or
+// when the window passes (a timer), or when a review in flight returns
+// (send calls it again). c.mu is held.
 func (c *Converter) scheduleLocked(q *queue) {
-	if len(q.waiting) == 0 || q.inflight >= c.cfg.MaxInflight {
+	if len(q.waiting) == 0 || !c.slotFree(q) {
 		return
 	}
-	wait := c.cfg.BatchWindow - time.Since(q.first)
-	if wait <= 0 {
+	wait := c.cfg.BatchWindow - time.Since(q.last)
+	if wait <= 0 || c.full(q, 0) {
 		c.flushLocked(q)
 		return
 	}
@@ -379,6 +383,7 @@ func (c *Converter) flushLocked(q *queue) {
 	batch := q.waiting
 	q.waiting, q.n = nil, 0
 	q.seq++
+	q.last = time.Now()
 	if q.timer != nil {
 		q.timer.Stop()
 		q.timer = nil

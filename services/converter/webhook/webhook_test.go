@@ -618,3 +618,84 @@ func TestBatchLimit(t *testing.T) {
 		t.Fatalf("%d objects sent, up to %d in one review", fw.objects.Load(), m)
 	}
 }
+
+// TestWindowBoundsTheWait: with a webhook slower than the window, 16
+// clients converting in a loop for 300ms never wait much longer than the
+// window for their review to leave (reviews overlap instead), and reviews
+// leave at most about once per window.
+func TestWindowBoundsTheWait(t *testing.T) {
+	const window = 10 * time.Millisecond
+	fw := &fakeWebhook{delay: 40 * time.Millisecond}
+	caPEM, srv := startWebhook(t, fw)
+	var mu sync.Mutex
+	var maxWait time.Duration
+	c := New(Config{BatchWindow: window, Observe: func(waits []time.Duration, _ time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, w := range waits {
+			maxWait = max(maxWait, w)
+		}
+	}})
+	crd := urlCRD(srv, caPEM)
+	const run = 300 * time.Millisecond
+	deadline := time.Now().Add(run)
+	var wg sync.WaitGroup
+	var conversions atomic.Int64
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; time.Now().Before(deadline); j++ {
+				if _, err := c.Convert(context.Background(), crd, v1, [][]byte{cronTab(beta, fmt.Sprintf("o%d-%d", i, j))}); err != nil {
+					t.Error(err)
+					return
+				}
+				conversions.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	// Generous slack for a loaded CI machine; without the bound a wait is
+	// a whole webhook round trip (40ms) or more.
+	if maxWait > window+15*time.Millisecond {
+		t.Errorf("a conversion waited %v to be sent (window %v)", maxWait, window)
+	}
+	if fw.maxInflight.Load() < 2 {
+		t.Errorf("reviews never overlapped (at most %d in flight)", fw.maxInflight.Load())
+	}
+	// One review per window (+1 for the first, sent at once), plus the
+	// tail of the run.
+	if r, most := fw.reviews.Load(), int64((run+40*time.Millisecond)/window)+3; r > most {
+		t.Errorf("%d reviews in %v with a %v window, want at most %d", r, run, window, most)
+	}
+	t.Logf("%d conversions, %d reviews, %d in flight at most, longest wait %v", conversions.Load(), fw.reviews.Load(), fw.maxInflight.Load(), maxWait)
+}
+
+// TestMaxInflightCaps: with MaxInflight 1, reviews never overlap.
+func TestMaxInflightCaps(t *testing.T) {
+	fw := &fakeWebhook{delay: 5 * time.Millisecond}
+	caPEM, srv := startWebhook(t, fw)
+	c := New(Config{BatchWindow: time.Millisecond, MaxInflight: 1})
+	crd := urlCRD(srv, caPEM)
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 5 {
+				if _, err := c.Convert(context.Background(), crd, v1, [][]byte{cronTab(beta, fmt.Sprintf("o%d-%d", i, j))}); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if m := fw.maxInflight.Load(); m != 1 {
+		t.Errorf("%d reviews in flight at once, want 1", m)
+	}
+	if fw.objects.Load() != 160 || fw.reviews.Load() >= 160 {
+		t.Errorf("%d objects in %d reviews", fw.objects.Load(), fw.reviews.Load())
+	}
+}

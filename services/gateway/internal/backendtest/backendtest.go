@@ -108,7 +108,7 @@ func Start(t testing.TB, opts ...Options) *Backends {
 }
 
 // serve runs register on a fresh in-process gRPC server and returns its address.
-func serve(t testing.TB, name string, register func(*grpc.Server), opts ...grpc.ServerOption) string {
+func serve(t testing.TB, name string, register func(grpc.ServiceRegistrar), opts ...grpc.ServerOption) string {
 	srv := grpcx.NewServer(opts...)
 	register(srv)
 	lis := grpcx.ListenInProcess(name)

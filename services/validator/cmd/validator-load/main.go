@@ -138,7 +138,7 @@ func run() error {
 
 // dial connects to every address with round-robin balancing: a manual
 // resolver reports them all as one target's addresses.
-func dial(addrs []string) (*grpc.ClientConn, error) {
+func dial(addrs []string) (grpcx.Conn, error) {
 	r := manual.NewBuilderWithScheme("validator-load")
 	state := resolver.State{}
 	for _, a := range addrs {
