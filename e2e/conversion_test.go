@@ -46,9 +46,9 @@ type conversionWebhook struct {
 	srv     *http.Server
 }
 
-func startConversionWebhook(t *testing.T) *conversionWebhook {
+func startConversionWebhook(t *testing.T, names ...string) *conversionWebhook {
 	t.Helper()
-	pki, err := localpki.Generate([]string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)})
+	pki, err := localpki.Generate(append([]string{"localhost"}, names...), []net.IP{net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,4 +418,29 @@ func migrateStorage(t *testing.T, kubeconfig string, args ...string) string {
 		t.Fatalf("crdplane migrate-storage: %v\n%s", err, out)
 	}
 	return string(out)
+}
+
+// TestRunServiceWebhook: `crdplane run --service-endpoint` maps a CRD's
+// clientConfig.service webhook to an address outside any cluster; the TLS
+// server name stays the service's DNS name, as upstream checks it.
+func TestRunServiceWebhook(t *testing.T) {
+	wh := startConversionWebhook(t, "crontab-conversion.webhooks.svc")
+	s := startServer(t, "", "--service-endpoint", "crontab-conversion.webhooks="+wh.addr)
+	b, err := os.ReadFile(testdata("conversion-crontab-crd.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := strings.NewReplacer(
+		"url: WEBHOOK_URL", "service: {namespace: webhooks, name: crontab-conversion, path: /convert}",
+		"CA_BUNDLE", base64.StdEncoding.EncodeToString(wh.caPEM)).Replace(string(b))
+	s.mustIn(t, crd, "apply", "-f", "-")
+	s.must(t, "wait", "--for", "condition=established", "--timeout", "30s", "crd/crontabs.example.com")
+	s.mustIn(t, `{"apiVersion":"example.com/v1beta1","kind":"CronTab","metadata":{"name":"svc","namespace":"default"},"hostPort":"db.example.com:5432","spec":{"cronSpec":"* * * * */5"}}`, "create", "-f", "-")
+	out := s.must(t, "get", "crontabs.v1.example.com", "svc", "-o", "jsonpath={.apiVersion} {.host} {.port}")
+	if out != "example.com/v1 db.example.com 5432" {
+		t.Fatalf("read at v1: %q", out)
+	}
+	if wh.handler.Reviews() == 0 {
+		t.Fatal("the webhook saw no review")
+	}
 }

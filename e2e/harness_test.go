@@ -57,16 +57,17 @@ type server struct {
 
 var servingLine = regexp.MustCompile(`serving the Kubernetes API at (https://\S+)`)
 
-// startServer runs `crdplane run` on a free loopback port with its own data
-// directory and returns once it prints its URL.
-func startServer(t *testing.T, dataDir string) *server {
+// startServer runs `crdplane run` (with extra flags) on a free loopback
+// port with its own data directory and returns once it prints its URL.
+func startServer(t *testing.T, dataDir string, extra ...string) *server {
 	t.Helper()
 	dir := t.TempDir()
 	if dataDir == "" {
 		dataDir = filepath.Join(dir, "etcd")
 	}
 	s := &server{Kubeconfig: filepath.Join(dir, "kubeconfig"), cacheDir: filepath.Join(dir, "cache"), logs: &bytes.Buffer{}}
-	s.cmd = exec.Command(crdplaneBinary(t), "run", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--kubeconfig", s.Kubeconfig, "--log-format", "text")
+	args := append([]string{"run", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--kubeconfig", s.Kubeconfig, "--log-format", "text"}, extra...)
+	s.cmd = exec.Command(crdplaneBinary(t), args...)
 	s.cmd.Stderr = s.logs
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {
