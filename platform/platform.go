@@ -25,6 +25,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/crdplane/crdplane/pkg/app"
+	"github.com/crdplane/crdplane/pkg/etcdtls"
 	"github.com/crdplane/crdplane/services/converter"
 	"github.com/crdplane/crdplane/services/converter/webhook"
 	"github.com/crdplane/crdplane/services/gateway"
@@ -41,6 +42,10 @@ type Config struct {
 	DataDir string
 	// EtcdEndpoints, when set, uses an external etcd cluster instead.
 	EtcdEndpoints []string
+	// EtcdTLS are the CA, client certificate and key files of the TLS
+	// connection to the external cluster (storage and the registry's leader
+	// election share its client).
+	EtcdTLS etcdtls.Config
 	// ListenAddr is the gateway's HTTPS address (host:port; port 0 picks one).
 	ListenAddr string
 	// KubeconfigPath, when set, receives a kubeconfig for the platform.
@@ -95,7 +100,7 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 	n := instances.Add(1)
 	addr := func(name string) string { return fmt.Sprintf("inproc://%s-%d", name, n) }
 
-	st, err := storage.New(runCtx, storage.Config{DataDir: cfg.DataDir, EtcdEndpoints: cfg.EtcdEndpoints})
+	st, err := storage.New(runCtx, storage.Config{DataDir: cfg.DataDir, EtcdEndpoints: cfg.EtcdEndpoints, EtcdTLS: cfg.EtcdTLS})
 	if err != nil {
 		return nil, fmt.Errorf("storage: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/crdplane/crdplane/pkg/app"
+	"github.com/crdplane/crdplane/pkg/etcdtls"
 	"github.com/crdplane/crdplane/pkg/telemetry"
 	"github.com/crdplane/crdplane/platform"
 	"github.com/crdplane/crdplane/services/converter/webhook"
@@ -56,6 +57,8 @@ func run(args []string) error {
 	listen := fs.String("listen", "127.0.0.1:6443", "HTTPS listen address of the Kubernetes API (port 0 picks a free port)")
 	dataDir := fs.String("data-dir", ".run/etcd", "embedded etcd data directory (kept across restarts)")
 	etcd := fs.String("etcd-endpoints", "", "comma-separated external etcd endpoints (instead of the embedded etcd)")
+	var etcdTLS etcdtls.Config
+	etcdTLS.RegisterFlags(fs)
 	kubeconfig := fs.String("kubeconfig", ".run/kubeconfig", "where to write a kubeconfig for this server")
 	token := fs.String("token", "", "bearer token to accept (default: generated)")
 	hosts := fs.String("hosts", "", "extra comma-separated DNS names/IPs for the serving certificate")
@@ -79,6 +82,7 @@ func run(args []string) error {
 	p, err := platform.Start(ctx, platform.Config{
 		DataDir:        *dataDir,
 		EtcdEndpoints:  splitList(*etcd),
+		EtcdTLS:        etcdTLS,
 		ListenAddr:     *listen,
 		KubeconfigPath: *kubeconfig,
 		Token:          *token,

@@ -213,7 +213,13 @@ func (c *serverCall) headers() (header, trailer metadata.MD) {
 // outgoing metadata (as incoming metadata), and nothing else of ctx's.
 func (p *InProcess) serverContext(ctx context.Context, call *serverCall) (context.Context, context.CancelFunc) {
 	sctx, cancel := context.WithCancel(p.ctx)
-	unlink := context.AfterFunc(ctx, cancel)
+	unlink := context.AfterFunc(ctx, func() {
+		// A deadline ends the handler's context by its own copy of the
+		// deadline (DeadlineExceeded, as on a wire), not as a cancellation.
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})
 	if dl, ok := ctx.Deadline(); ok {
 		var cancelDeadline context.CancelFunc
 		sctx, cancelDeadline = context.WithDeadline(sctx, dl)
@@ -280,10 +286,12 @@ func (p *InProcess) invoke(ctx context.Context, method string, args, reply any, 
 	done()
 	call.sendHeader()
 	deliverHeaders(call, opts)
-	if st == nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			st = status.FromContextError(ctxErr)
-		} else if err := copyInto(reply, resp); err != nil {
+	// The caller's context ending decides the caller's outcome, as with a
+	// gRPC client.
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		st = status.FromContextError(ctxErr)
+	} else if st == nil {
+		if err := copyInto(reply, resp); err != nil {
 			st = toStatus(err)
 		}
 	}
@@ -333,7 +341,7 @@ func (p *InProcess) newStream(ctx context.Context, method string, opts []grpc.Ca
 		m.stats.end(sspan, &m.stats.server, st, start)
 		done()
 		call.sendHeader()
-		if st == nil && ctx.Err() != nil {
+		if ctx.Err() != nil {
 			st = status.FromContextError(ctx.Err())
 		}
 		cs.status = st

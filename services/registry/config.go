@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crdplane/crdplane/pkg/etcdtls"
 	"github.com/crdplane/crdplane/services/registry/leader"
 )
 
@@ -27,6 +28,10 @@ type Config struct {
 	// EtcdEndpoints is the etcd cluster of the leader election (used when
 	// Elector is nil). CRDs are still stored through the StorageService.
 	EtcdEndpoints []string
+	// EtcdTLS are the CA, client certificate and key files of the TLS
+	// connection to EtcdEndpoints (https://; none set: plain text, or the
+	// system roots for https://).
+	EtcdTLS etcdtls.Config
 	// LeaderLeaseDuration is the TTL of the leader's etcd lease: how long a
 	// leader that died without resigning keeps leadership (default 15s).
 	LeaderLeaseDuration time.Duration
@@ -48,6 +53,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.EtcdEndpoints = splitList(s)
 		return nil
 	})
+	c.EtcdTLS.RegisterFlags(fs)
 	fs.DurationVar(&c.LeaderLeaseDuration, "leader-elect-lease-duration", leader.DefaultLeaseTTL, "TTL of the leader election lease: how long a replica that died while leading keeps leadership")
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/crdplane/crdplane/pkg/etcdtls"
 	"github.com/crdplane/crdplane/pkg/grpcx"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
@@ -52,8 +54,12 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 			s.closeClients()
 		}
 	}()
+	if cfg.Elector == nil && len(cfg.EtcdEndpoints) == 0 && cfg.EtcdTLS.Enabled() {
+		return nil, fmt.Errorf("registry: etcd TLS files (--%s, --%s, --%s) are for the leader election's etcd (--etcd-endpoints)",
+			etcdtls.CAFileFlag, etcdtls.CertFileFlag, etcdtls.KeyFileFlag)
+	}
 	if cfg.Elector == nil && len(cfg.EtcdEndpoints) > 0 {
-		if s.etcd, err = clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}); err != nil {
+		if s.etcd, err = dialEtcd(ctx, cfg.EtcdEndpoints, cfg.EtcdTLS); err != nil {
 			return nil, fmt.Errorf("registry: leader election etcd: %w", err)
 		}
 		if cfg.Elector, err = leader.New(leader.Config{Client: s.etcd, LeaseTTL: cfg.LeaderLeaseDuration, Logger: log}); err != nil {
@@ -63,6 +69,7 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if cfg.Elector == nil {
 		cfg.Elector = AlwaysLeader{}
 	}
+	s.cfg = cfg // with the elector in use
 	if s.conn, err = grpcx.Dial(cfg.StorageAddr); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
@@ -88,6 +95,34 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.wg.Go(func() { s.inf.run(runCtx) })
 	s.wg.Go(func() { cfg.Elector.Run(runCtx, s.ctrl.lead) })
 	return s, nil
+}
+
+// etcdDialTimeout bounds connecting to the leader election's etcd.
+const etcdDialTimeout = 5 * time.Second
+
+// dialEtcd connects to the leader election's etcd, over TLS when tlsFiles
+// names files, and checks that it answers.
+func dialEtcd(ctx context.Context, endpoints []string, tlsFiles etcdtls.Config) (*clientv3.Client, error) {
+	if err := tlsFiles.CheckEndpoints(endpoints); err != nil {
+		return nil, err
+	}
+	tlsCfg, err := tlsFiles.Build()
+	if err != nil {
+		return nil, err
+	}
+	client, err := clientv3.New(clientv3.Config{Endpoints: endpoints, TLS: tlsCfg, DialTimeout: etcdDialTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, err
+	}
+	// The client connects lazily: a cluster that cannot be reached (or
+	// refuses the certificates) fails here, saying why.
+	cctx, cancel := context.WithTimeout(ctx, etcdDialTimeout)
+	defer cancel()
+	if err := etcdtls.CheckConnection(cctx, client.ActiveConnection(), tlsCfg, endpoints); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("%s: no connection within %s: %w", strings.Join(endpoints, ","), etcdDialTimeout, err)
+	}
+	return client, nil
 }
 
 // Register adds the RegistryService and the OpenAPIService to srv.

@@ -5,11 +5,13 @@
 // Objects are stored without metadata.resourceVersion; every object returned
 // carries metadata.resourceVersion set to its etcd mod revision. etcd is
 // embedded (single member, in Config.DataDir) unless Config.EtcdEndpoints
-// names an external cluster.
+// names an external cluster, reached over TLS (with a client certificate)
+// when Config.EtcdTLS names the files.
 package storage
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +24,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 
+	"github.com/crdplane/crdplane/pkg/etcdtls"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 )
 
@@ -29,6 +32,11 @@ import (
 type Config struct {
 	// EtcdEndpoints of an external etcd cluster; empty starts an embedded etcd.
 	EtcdEndpoints []string
+	// EtcdTLS are the CA, client certificate and key files of the TLS
+	// connection to the external cluster (https:// endpoints; none set:
+	// plain text, or the system roots for https://). Not for the embedded
+	// etcd.
+	EtcdTLS etcdtls.Config
 	// DataDir is the embedded etcd's data directory (kept across restarts).
 	DataDir string
 	// EtcdDialTimeout bounds connecting to etcd (default 5s).
@@ -64,6 +72,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.EtcdEndpoints = splitList(s)
 		return nil
 	})
+	c.EtcdTLS.RegisterFlags(fs)
 	fs.StringVar(&c.DataDir, "data-dir", "crdplane-data", "data directory of the embedded etcd")
 	fs.DurationVar(&c.EtcdDialTimeout, "etcd-dial-timeout", 5*time.Second, "timeout for connecting to etcd")
 	fs.DurationVar(&c.EtcdStartTimeout, "etcd-start-timeout", 60*time.Second, "timeout for the embedded etcd to become ready")
@@ -144,6 +153,10 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	tlsCfg, err := cfg.etcdTLS()
+	if err != nil {
+		return nil, err
+	}
 	s := &Service{cfg: cfg, log: log, etcdLog: etcdLog, watchBuffer: defaultWatchBuffer}
 	endpoints := cfg.EtcdEndpoints
 	if len(endpoints) == 0 {
@@ -156,6 +169,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	client, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
+		TLS:         tlsCfg,
 		DialTimeout: cfg.EtcdDialTimeout,
 		DialOptions: []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler()), etcdMetricsDialOption()},
 		Logger:      etcdLog.Logger,
@@ -171,7 +185,34 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
 	s.client = client
+	if s.embed == nil {
+		// The client connects lazily: a cluster that cannot be reached (or
+		// refuses the certificates) fails here, saying why.
+		cctx, cancel := context.WithTimeout(ctx, cfg.EtcdDialTimeout)
+		err := etcdtls.CheckConnection(cctx, client.ActiveConnection(), tlsCfg, endpoints)
+		cancel()
+		if err != nil {
+			_ = client.Close()
+			return nil, fmt.Errorf("etcd %s: no connection within %s: %w", strings.Join(endpoints, ","), cfg.EtcdDialTimeout, err)
+		}
+	}
 	return s, nil
+}
+
+// etcdTLS is the TLS configuration of the external etcd's client (nil:
+// none configured).
+func (c *Config) etcdTLS() (*tls.Config, error) {
+	if !c.EtcdTLS.Enabled() {
+		return nil, nil
+	}
+	if len(c.EtcdEndpoints) == 0 {
+		return nil, fmt.Errorf("etcd TLS files (--%s, --%s, --%s) are for an external etcd (--etcd-endpoints): the embedded etcd serves its clients in plain text",
+			etcdtls.CAFileFlag, etcdtls.CertFileFlag, etcdtls.KeyFileFlag)
+	}
+	if err := c.EtcdTLS.CheckEndpoints(c.EtcdEndpoints); err != nil {
+		return nil, err
+	}
+	return c.EtcdTLS.Build()
 }
 
 // Register adds StorageService to srv.
