@@ -14,8 +14,10 @@
 // no conversion waits longer than the window, and under load the calls stay
 // at one per window while the batches grow with the load. A batch that
 // reaches MaxBatch objects leaves at once; MaxInflight, when set, caps the
-// reviews in flight per key (a batch then also waits for a slot). Results
-// go back to each caller in its own order.
+// reviews in flight per key (a batch then also waits for a slot). An object
+// several callers of a batch convert (watches of one resource converting
+// the same event) is sent once. Results go back to each caller in its own
+// order.
 //
 // Failures: when a coalesced review comes back Failed (result.status not
 // Success), the batch is retried as one review per caller, so only the
@@ -394,15 +396,10 @@ func (c *Converter) flushLocked(q *queue) {
 
 // send runs one coalesced review and hands each waiter its part.
 func (c *Converter) send(q *queue, batch []*waiter) {
-	objs := batch[0].objs
-	links := []trace.Link{batch[0].link}
-	if len(batch) > 1 {
-		objs = make([][]byte, 0, len(batch)*len(batch[0].objs))
-		links = links[:0]
-		for _, w := range batch {
-			objs = append(objs, w.objs...)
-			links = append(links, w.link)
-		}
+	objs, pos := batchObjects(batch)
+	links := make([]trace.Link, len(batch))
+	for i, w := range batch {
+		links[i] = w.link
 	}
 	sent := time.Now()
 	res, err := c.review(context.Background(), q.t, q.key, objs, links...)
@@ -444,14 +441,44 @@ func (c *Converter) send(q *queue, batch []*waiter) {
 		wg.Wait()
 		return
 	}
-	off := 0
-	for _, w := range batch {
+	for i, w := range batch {
 		if err != nil {
 			w.err = err
 		} else {
-			w.res = res[off : off+len(w.objs)]
-			off += len(w.objs)
+			w.res = make([][]byte, len(w.objs))
+			for j, p := range pos[i] {
+				w.res[j] = res[p]
+			}
 		}
 		close(w.done)
 	}
+}
+
+// batchObjects lists the objects of a batch's review, each distinct object
+// once (watches of one resource converting the same event, or readers of
+// one object, send it once), and where each waiter's objects are in it.
+func batchObjects(batch []*waiter) (objs [][]byte, pos [][]int) {
+	pos = make([][]int, len(batch))
+	if len(batch) == 1 {
+		objs = batch[0].objs
+		pos[0] = make([]int, len(objs))
+		for j := range objs {
+			pos[0][j] = j
+		}
+		return objs, pos
+	}
+	seen := make(map[string]int, len(batch))
+	for i, w := range batch {
+		pos[i] = make([]int, len(w.objs))
+		for j, o := range w.objs {
+			p, ok := seen[string(o)]
+			if !ok {
+				p = len(objs)
+				seen[string(o)] = p
+				objs = append(objs, o)
+			}
+			pos[i][j] = p
+		}
+	}
+	return objs, pos
 }

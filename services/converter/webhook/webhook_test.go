@@ -699,3 +699,48 @@ func TestMaxInflightCaps(t *testing.T) {
 		t.Errorf("%d objects in %d reviews", fw.objects.Load(), fw.reviews.Load())
 	}
 }
+
+// TestCoalescedDuplicatesSentOnce: concurrent conversions of the same
+// object (watches of one resource converting one event) share one copy in
+// the review, and every caller gets the converted object.
+func TestCoalescedDuplicatesSentOnce(t *testing.T) {
+	fw := &fakeWebhook{delay: 5 * time.Millisecond}
+	caPEM, srv := startWebhook(t, fw)
+	c := New(Config{BatchWindow: 20 * time.Millisecond})
+	crd := urlCRD(srv, caPEM)
+	same := cronTab(beta, "event")
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			objs := [][]byte{same}
+			if i%2 == 0 {
+				objs = append(objs, cronTab(beta, fmt.Sprint("own", i)))
+			}
+			out, err := c.Convert(context.Background(), crd, v1, objs)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for j, o := range out {
+				var m map[string]any
+				_ = json.Unmarshal(o, &m)
+				want := "event"
+				if j == 1 {
+					want = fmt.Sprint("own", i)
+				}
+				if m["metadata"].(map[string]any)["name"] != want || m["apiVersion"] != v1 {
+					t.Errorf("caller %d object %d: %s", i, j, o)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// 40 copies of the shared object and 20 own objects: at most one copy of
+	// the shared one per review.
+	if o, r := fw.objects.Load(), fw.reviews.Load(); o > 20+r {
+		t.Errorf("%d objects sent in %d reviews", o, r)
+	}
+	t.Logf("%d objects in %d reviews for 60 conversions", fw.objects.Load(), fw.reviews.Load())
+}
