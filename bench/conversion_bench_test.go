@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -389,4 +390,71 @@ func BenchmarkConversionList5000Crdplane(b *testing.B) {
 			b.ReportMetric(float64(w.handler.Reviews()-calls0)/float64(b.N), "webhook-calls/op")
 		})
 	}
+}
+
+// BenchmarkConversionWatchFanout: 50 watches of the collection at v1 (the
+// non-storage version) while b.N CronTabs are created at v1beta1, one
+// after another. Upstream converts each event for each watch (one webhook
+// call per watch per event: 50 per event); here the watches' conversions
+// of one event coalesce and the event is sent once. The metrics are the
+// webhook calls and the objects sent per event.
+func BenchmarkConversionWatchFanout(b *testing.B) {
+	const watchers = 50
+	p, client, w := startConversionPlatform(b, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base := p.URL + "/apis/example.com/v1/namespaces/default/crontabs"
+	var delivered atomic.Int64
+	ready := make(chan struct{}, watchers)
+	for range watchers {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"?watch=true&resourceVersion=0&allowWatchBookmarks=false", nil)
+		req.Header.Set("Authorization", "Bearer "+p.Token)
+		resp, err := client.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("watch: %v", err)
+		}
+		go func() {
+			defer resp.Body.Close()
+			ready <- struct{}{}
+			dec := json.NewDecoder(resp.Body)
+			for {
+				var ev struct {
+					Type   string `json:"type"`
+					Object struct {
+						APIVersion string `json:"apiVersion"`
+						Host       string `json:"host"`
+					} `json:"object"`
+				}
+				if err := dec.Decode(&ev); err != nil {
+					return
+				}
+				if ev.Type == "ADDED" && ev.Object.APIVersion == "example.com/v1" && ev.Object.Host != "" {
+					delivered.Add(1)
+				}
+			}
+		}()
+	}
+	for range watchers {
+		<-ready
+	}
+	var seq atomic.Int64
+	b.ResetTimer()
+	reviews0, objects0, start := w.handler.Reviews(), w.handler.Objects(), delivered.Load()
+	createURL := p.URL + "/apis/example.com/v1beta1/namespaces/default/crontabs"
+	for range b.N {
+		if code := do(b, client, p, http.MethodPost, createURL, cronTabJSON(fmt.Sprintf("fan-%06d", seq.Add(1)))); code != http.StatusCreated {
+			b.Fatalf("create: HTTP %d", code)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for delivered.Load()-start < int64(b.N*watchers) {
+		if time.Now().After(deadline) {
+			b.Fatalf("delivered %d of %d events", delivered.Load()-start, b.N*watchers)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(w.handler.Reviews()-reviews0)/float64(b.N), "webhook-calls/event")
+	b.ReportMetric(float64(w.handler.Objects()-objects0)/float64(b.N), "objects-sent/event")
+	b.ReportMetric(float64(b.N*watchers)/b.Elapsed().Seconds(), "deliveries/s")
 }

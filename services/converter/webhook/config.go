@@ -36,7 +36,8 @@ type Config struct {
 	// leaving per window, so none waits longer than the window; a
 	// conversion finding its key quiet (nothing waiting, and nothing in
 	// flight or nothing sent within the window) goes at once (0: 3ms;
-	// negative: never coalesce, one review per request as upstream).
+	// negative: never coalesce nor share a conversion in flight, one review
+	// per request as upstream).
 	BatchWindow time.Duration
 	// MaxBatch is the most objects sent in one ConversionReview: a
 	// coalesced batch is sent once it holds this many, and a larger request
@@ -68,7 +69,7 @@ type Config struct {
 // RegisterFlags adds the webhook conversion flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Timeout, "webhook-timeout", DefaultTimeout, "timeout of one conversion webhook call")
-	fs.DurationVar(&c.BatchWindow, "batch-window", DefaultBatchWindow, "longest a conversion waits to share a ConversionReview with concurrent conversions of the same CRD and versions: at most one coalesced review per CRD and version pair leaves per window; a lone conversion goes at once (negative: never coalesce)")
+	fs.DurationVar(&c.BatchWindow, "batch-window", DefaultBatchWindow, "longest a conversion waits to share a ConversionReview with concurrent conversions of the same CRD and versions: at most one coalesced review per CRD and version pair leaves per window; a lone conversion goes at once (negative: never coalesce nor share conversions in flight: one review per request)")
 	fs.IntVar(&c.MaxBatch, "max-batch-objects", DefaultMaxBatch, "most objects in one ConversionReview; larger lists are split into chunks of this size converted in parallel (negative: no limit)")
 	fs.IntVar(&c.MaxParallelChunks, "max-parallel-chunks", DefaultMaxParallelChunks, "most chunks of one list converted at once")
 	fs.IntVar(&c.MaxInflight, "max-inflight-reviews", 0, "when positive, most coalesced ConversionReviews in flight at once per CRD and pair of versions; beyond, conversions queue for the next one (0: no cap)")

@@ -16,8 +16,10 @@
 // reaches MaxBatch objects leaves at once; MaxInflight, when set, caps the
 // reviews in flight per key (a batch then also waits for a slot). An object
 // several callers of a batch convert (watches of one resource converting
-// the same event) is sent once. Results go back to each caller in its own
-// order.
+// the same event) is sent once, and an object whose conversion is in
+// flight is not sent again: later callers wait for that conversion (and
+// convert it themselves if it fails). Results go back to each caller in its
+// own order.
 //
 // Failures: when a coalesced review comes back Failed (result.status not
 // Success), the batch is retried as one review per caller, so only the
@@ -52,6 +54,8 @@ type Converter struct {
 	cfg     Config
 	targets *targets
 
+	flights *flights
+
 	mu     sync.Mutex
 	queues map[batchKey]*queue
 
@@ -70,7 +74,7 @@ type Stats struct {
 // New returns a Converter.
 func New(cfg Config) *Converter {
 	cfg = cfg.withDefaults()
-	return &Converter{cfg: cfg, targets: newTargets(cfg), queues: map[batchKey]*queue{}}
+	return &Converter{cfg: cfg, targets: newTargets(cfg), queues: map[batchKey]*queue{}, flights: newFlights()}
 }
 
 // Stats returns the calls made so far.
@@ -151,7 +155,7 @@ func (c *Converter) convert(ctx context.Context, crd *apiextensionsv1.CustomReso
 				sub[j] = objs[i]
 			}
 			key := batchKey{uid: t.uid, generation: t.generation, from: g.from, to: desired}
-			res, err := c.convertGroup(ctx, t, key, sub, g.idx, single)
+			res, err := c.convertShared(ctx, t, key, sub, g.idx, single)
 			if err != nil {
 				errs[gi] = err
 				return
@@ -174,6 +178,87 @@ func (c *Converter) convert(ctx context.Context, crd *apiextensionsv1.CustomReso
 		}
 	}
 	return out, nil
+}
+
+// convertShared is convertGroup sharing conversions in flight: objects
+// another caller is converting are waited for, and the rest are converted
+// here (and shared with callers that come meanwhile).
+func (c *Converter) convertShared(ctx context.Context, t *target, key batchKey, objs [][]byte, idx []int, single bool) ([][]byte, error) {
+	if c.cfg.BatchWindow < 0 {
+		return c.convertGroup(ctx, t, key, objs, idx, single) // upstream's way: nothing shared
+	}
+	claims := c.flights.claim(key, objs)
+	out := make([][]byte, len(objs))
+	var lead []int
+	for j, cl := range claims {
+		if cl.lead {
+			lead = append(lead, j)
+		}
+	}
+	if len(lead) > 0 {
+		res, err := c.convertGroup(ctx, t, key, pick(objs, lead), pickInts(idx, lead), single)
+		for k, j := range lead {
+			var r []byte
+			if err == nil {
+				r = res[k]
+			}
+			c.flights.land(key, objs[j], claims[j].f, r, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for k, j := range lead {
+			out[j] = res[k]
+		}
+	}
+	var retry []int
+	for j, cl := range claims {
+		if cl.lead {
+			continue
+		}
+		select {
+		case <-cl.f.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if cl.f.ok {
+			out[j] = cl.f.res
+		} else {
+			retry = append(retry, j) // its leader failed: convert it ourselves
+		}
+	}
+	if len(retry) > 0 {
+		res, err := c.convertGroup(ctx, t, key, pick(objs, retry), pickInts(idx, retry), single)
+		if err != nil {
+			return nil, err
+		}
+		for k, j := range retry {
+			out[j] = res[k]
+		}
+	}
+	return out, nil
+}
+
+func pick(objs [][]byte, at []int) [][]byte {
+	if len(at) == len(objs) {
+		return objs
+	}
+	out := make([][]byte, len(at))
+	for k, j := range at {
+		out[k] = objs[j]
+	}
+	return out
+}
+
+func pickInts(idx []int, at []int) []int {
+	if len(at) == len(idx) {
+		return idx
+	}
+	out := make([]int, len(at))
+	for k, j := range at {
+		out[k] = idx[j]
+	}
+	return out
 }
 
 // convertGroup converts objects at one source version; idx are their

@@ -744,3 +744,58 @@ func TestCoalescedDuplicatesSentOnce(t *testing.T) {
 	}
 	t.Logf("%d objects in %d reviews for 60 conversions", fw.objects.Load(), fw.reviews.Load())
 }
+
+// TestSharedInFlight: conversions of an object that is being converted
+// wait for that conversion instead of sending it again; when it fails,
+// each of them gets its own outcome (here: its own failure).
+func TestSharedInFlight(t *testing.T) {
+	fw := &fakeWebhook{delay: 50 * time.Millisecond, fail: true}
+	caPEM, srv := startWebhook(t, fw)
+	c := New(Config{BatchWindow: time.Millisecond})
+	crd := urlCRD(srv, caPEM)
+	for _, name := range []string{"event", "bad-event"} {
+		fw.reviews.Store(0)
+		fw.objects.Store(0)
+		obj := cronTab(beta, name)
+		first := make(chan error, 1)
+		go func() {
+			_, err := c.Convert(context.Background(), crd, v1, [][]byte{obj})
+			first <- err
+		}()
+		time.Sleep(10 * time.Millisecond) // the first conversion is in flight
+		var wg sync.WaitGroup
+		errs := make([]error, 20)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out, err := c.Convert(context.Background(), crd, v1, [][]byte{obj})
+				if err == nil && !strings.Contains(string(out[0]), `"apiVersion":"`+v1+`"`) {
+					err = fmt.Errorf("got %s", out[0])
+				}
+				errs[i] = err
+			}()
+		}
+		wg.Wait()
+		firstErr := <-first
+		for i, err := range append(errs, firstErr) {
+			if name == "event" && err != nil {
+				t.Errorf("%s: caller %d: %v", name, i, err)
+			}
+			if name == "bad-event" && (err == nil || !strings.Contains(err.Error(), "cannot convert bad-event")) {
+				t.Errorf("%s: caller %d: %v", name, i, err)
+			}
+		}
+		if name == "event" && (fw.reviews.Load() != 1 || fw.objects.Load() != 1) {
+			t.Errorf("%s: %d reviews, %d objects for 21 conversions of one object", name, fw.reviews.Load(), fw.objects.Load())
+		}
+		if name == "bad-event" && fw.reviews.Load() < 2 {
+			t.Errorf("%s: the failure was shared instead of retried (%d reviews)", name, fw.reviews.Load())
+		}
+	}
+	c.flights.mu.Lock()
+	defer c.flights.mu.Unlock()
+	if len(c.flights.m) != 0 {
+		t.Errorf("%d flight keys left", len(c.flights.m))
+	}
+}
