@@ -7,6 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/crdplane/crdplane/pkg/jsonscan"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 )
@@ -170,14 +171,14 @@ func (s *Service) delete(ctx context.Context, req *storagev1.DeleteRequest) ([]b
 // checkPreconditions applies a delete's preconditions to the stored object,
 // with upstream's rest.BeforeDelete messages.
 func checkPreconditions(k objectKey, value []byte, modRev int64, req *storagev1.DeleteRequest) error {
-	kindRaw, _, _ := lookup(value, "kind")
-	kind := jsonString(kindRaw)
+	kindRaw, _, _ := jsonscan.Lookup(value, "kind")
+	kind, _ := jsonscan.String(kindRaw)
 	if want := req.GetPreconditionUid(); want != "" {
-		uidRaw, _, err := lookup(value, "metadata", "uid")
+		uidRaw, _, err := jsonscan.Lookup(value, "metadata", "uid")
 		if err != nil {
 			return storedObjectErr([]byte(k.raw), err)
 		}
-		if got := jsonString(uidRaw); got != want {
+		if got, _ := jsonscan.String(uidRaw); got != want {
 			return errPrecondition(k, kind, fmt.Sprintf(
 				"the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", want, got))
 		}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/crdplane/crdplane/pkg/jsonscan"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 )
 
@@ -36,7 +37,7 @@ func TestCreateGet(t *testing.T) {
 	if m := meta(t, raw.Kvs[0].Value); m.ResourceVersion != "" || m.Name != "x" {
 		t.Fatalf("stored object: %s", raw.Kvs[0].Value)
 	}
-	if v, _, _ := lookup(raw.Kvs[0].Value, "extra", "metadata", "resourceVersion"); string(v) != `"77"` {
+	if v, _, _ := jsonscan.Lookup(raw.Kvs[0].Value, "extra", "metadata", "resourceVersion"); string(v) != `"77"` {
 		t.Fatalf("nested metadata changed: %s", raw.Kvs[0].Value)
 	}
 

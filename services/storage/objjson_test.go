@@ -6,6 +6,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/crdplane/crdplane/pkg/jsonscan"
+	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 )
 
 // decode is the reference: the document as encoding/json sees it.
@@ -151,7 +154,7 @@ func TestLookupAndFieldValue(t *testing.T) {
 		{[]string{"status", "x"}, "", false},
 	}
 	for _, tt := range tests {
-		raw, ok, err := lookup(doc, tt.path...)
+		raw, ok, err := jsonscan.Lookup(doc, tt.path...)
 		if err != nil {
 			t.Fatalf("%v: %v", tt.path, err)
 		}
@@ -179,6 +182,41 @@ func TestAppendWithResourceVersion(t *testing.T) {
 		got, err := appendWithResourceVersion([]byte("prefix"), []byte(in), 42)
 		if err != nil || string(got) != "prefix"+string(want) {
 			t.Errorf("%s:\n got %s\nwant prefix%s (%v)", in, got, want, err)
+		}
+	}
+}
+
+func BenchmarkAppendWithResourceVersion(b *testing.B) {
+	b.SetBytes(int64(len(benchCronTab)))
+	buf := make([]byte, 0, 2*len(benchCronTab))
+	for b.Loop() {
+		var err error
+		if buf, err = appendWithResourceVersion(buf[:0], benchCronTab, 123456); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkSelectorMatches(b *testing.B) {
+	sel, err := newSelector("app=bench,tier!=frontend", "metadata.namespace=default,spec.cronSpec=* * * * */5", []string{"spec.cronSpec"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(benchCronTab)))
+	for b.Loop() {
+		if ok, err := sel.matches(benchCronTab); err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+	}
+}
+
+func BenchmarkCheckPreconditions(b *testing.B) {
+	req := &storagev1.DeleteRequest{PreconditionUid: "6f1b4a8e-6c1e-4b8f-9d55-2f6a7c1e9b10"}
+	k := objectKey{raw: "/registry/bench.example.com/crontabs/default/bench"}
+	b.SetBytes(int64(len(benchCronTab)))
+	for b.Loop() {
+		if err := checkPreconditions(k, benchCronTab, 1, req); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

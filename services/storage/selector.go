@@ -8,6 +8,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/crdplane/crdplane/pkg/jsonscan"
 )
 
 const (
@@ -76,34 +78,28 @@ func newSelector(labelSel, fieldSel string, selectable []string) (*selector, err
 	return s, nil
 }
 
+// selectorMeta are the members of metadata a selector reads.
+var selectorMeta = []string{"name", "namespace", "labels"}
+
 // matches reports whether the stored object obj passes the selector.
 func (s *selector) matches(obj []byte) (bool, error) {
 	if s == nil {
 		return true, nil
 	}
-	start := skipWS(obj, 0)
-	meta, ok, err := findMember(obj, start, "metadata")
+	meta, ok, err := jsonscan.Find(obj, jsonscan.SkipSpace(obj, 0), "metadata")
 	if err != nil {
 		return false, err
 	}
 	var name, namespace string
 	var lbls map[string]string
-	if ok && obj[meta.valStart] == '{' {
-		var labelsRaw []byte
-		_, err := scanObject(obj, meta.valStart, func(m member) {
-			switch {
-			case m.keyIs(obj, "name"):
-				name = jsonString(obj[m.valStart:m.valEnd])
-			case m.keyIs(obj, "namespace"):
-				namespace = jsonString(obj[m.valStart:m.valEnd])
-			case s.label != nil && m.keyIs(obj, "labels"):
-				labelsRaw = obj[m.valStart:m.valEnd]
-			}
-		})
-		if err != nil {
+	if ok && obj[meta.ValStart] == '{' {
+		var md [3]jsonscan.Member
+		if err := jsonscan.FindEach(obj, meta.ValStart, selectorMeta, md[:]); err != nil {
 			return false, err
 		}
-		if len(labelsRaw) > 0 && labelsRaw[0] == '{' {
+		name, _ = jsonscan.String(md[0].Value(obj))
+		namespace, _ = jsonscan.String(md[1].Value(obj))
+		if labelsRaw := md[2].Value(obj); s.label != nil && len(labelsRaw) > 0 && labelsRaw[0] == '{' {
 			if err := json.Unmarshal(labelsRaw, &lbls); err != nil {
 				return false, fmt.Errorf("metadata.labels: %w", err)
 			}
@@ -117,7 +113,7 @@ func (s *selector) matches(obj []byte) (bool, error) {
 	}
 	set := fields.Set{fieldName: name, fieldNamespace: namespace}
 	for f, path := range s.paths {
-		raw, _, err := lookup(obj, path...)
+		raw, _, err := jsonscan.Lookup(obj, path...)
 		if err != nil {
 			return false, err
 		}

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/crdplane/crdplane/pkg/jsonscan"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 )
@@ -213,7 +214,7 @@ func testWatchSelectors(t *testing.T, e *env) {
 		t.Fatalf("DELETED rv %d after %d", l[2].ResourceVersion, l[1].ResourceVersion)
 	}
 	f := byField.expect("EVENT_TYPE_ADDED b", "EVENT_TYPE_ADDED a", "EVENT_TYPE_MODIFIED a", "EVENT_TYPE_DELETED a", "EVENT_TYPE_DELETED b")
-	if v, _, _ := lookup(f[3].Object, "spec", "color"); string(v) != `"blue"` {
+	if v, _, _ := jsonscan.Lookup(f[3].Object, "spec", "color"); string(v) != `"blue"` {
 		t.Fatalf("DELETED on stop matching carries %s", f[3].Object)
 	}
 	byLabel.quiet(100 * time.Millisecond)

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utiljson "sigs.k8s.io/json"
+
+	"github.com/crdplane/crdplane/pkg/jsonscan"
 )
 
 // reviewGroup is the API group of ConversionReview.
@@ -169,26 +171,26 @@ func (t *target) finish(original, converted []byte, fromAPIVersion, desiredAPIVe
 		}
 		converted = b.Bytes()
 	}
-	var orig, conv [3]member // apiVersion, kind, metadata
+	var orig, conv [3]jsonscan.Member // apiVersion, kind, metadata
 	if err := scanMembers(original, headKeys, orig[:]); err != nil {
 		return nil, fmt.Errorf("conversion of object at index %d: %v", index, err)
 	}
 	if err := scanMembers(converted, headKeys, conv[:]); err != nil {
 		return nil, invalidType(err)
 	}
-	if got := stringValue(conv[0].raw(converted)); got != desiredAPIVersion {
+	if got := stringValue(conv[0].Value(converted)); got != desiredAPIVersion {
 		want, _ := schema.ParseGroupVersion(desiredAPIVersion)
 		return nil, invalidType(fmt.Errorf("invalid groupVersion (expected %v, received %v)", want, got))
 	}
-	if o, c := orig[1].raw(original), conv[1].raw(converted); !bytes.Equal(o, c) && stringValue(o) != stringValue(c) {
+	if o, c := orig[1].Value(original), conv[1].Value(converted); !bytes.Equal(o, c) && stringValue(o) != stringValue(c) {
 		return nil, invalidType(fmt.Errorf("invalid kind (expected %v, received %v)", stringValue(o), stringValue(c)))
 	}
-	origMetaRaw, convMetaRaw := orig[2].raw(original), conv[2].raw(converted)
+	origMetaRaw, convMetaRaw := orig[2].Value(original), conv[2].Value(converted)
 	if len(origMetaRaw) > 0 && bytes.Equal(origMetaRaw, convMetaRaw) {
 		return converted, nil // metadata came back byte for byte
 	}
 
-	var om, cm [5]member // name, namespace, uid, labels, annotations
+	var om, cm [5]jsonscan.Member // name, namespace, uid, labels, annotations
 	if len(origMetaRaw) > 0 && origMetaRaw[0] == '{' {
 		if err := scanMembers(origMetaRaw, metaKeys, om[:]); err != nil {
 			return nil, fmt.Errorf("conversion of object at index %d: invalid metadata: %v", index, err)
@@ -201,7 +203,7 @@ func (t *target) finish(original, converted []byte, fromAPIVersion, desiredAPIVe
 		}
 	}
 	for k, label := range []string{"name", "namespace", "UID"} {
-		if e, a := stringValue(om[k].raw(origMetaRaw)), stringValue(cm[k].raw(convMetaRaw)); e != a {
+		if e, a := stringValue(om[k].Value(origMetaRaw)), stringValue(cm[k].Value(convMetaRaw)); e != a {
 			return nil, invalid(fmt.Errorf("must have the same %s: %v != %v", label, e, a))
 		}
 	}
@@ -221,7 +223,7 @@ func (t *target) finish(original, converted []byte, fromAPIVersion, desiredAPIVe
 	}
 	changed := map[string]json.RawMessage{}
 	for k, name := range []string{"labels", "annotations"} {
-		o, c := om[3+k].raw(origMetaRaw), cm[3+k].raw(convMetaRaw)
+		o, c := om[3+k].Value(origMetaRaw), cm[3+k].Value(convMetaRaw)
 		if bytes.Equal(o, c) {
 			continue
 		}
@@ -250,11 +252,7 @@ func (t *target) finish(original, converted []byte, fromAPIVersion, desiredAPIVe
 			return nil, invalidMeta(err)
 		}
 	}
-	out := make([]byte, 0, len(converted)-len(convMetaRaw)+len(meta))
-	out = append(out, converted[:conv[2].start]...)
-	out = append(out, meta...)
-	out = append(out, converted[conv[2].end:]...)
-	return out, nil
+	return jsonscan.ApplyEdits(converted, jsonscan.Edit{Start: conv[2].ValStart, End: conv[2].ValEnd, Repl: meta}), nil
 }
 
 // checkStringMap checks a webhook's labels or annotations (conv) against
@@ -308,9 +306,9 @@ func checkStringMap(name string, orig, conv json.RawMessage) (json.RawMessage, b
 	return conv, changed, nil
 }
 
-// apiVersionOf reads an object's apiVersion without decoding the rest.
+// apiVersionOf reads an object's apiVersion without decoding the rest ("" when
+// it has none that is a string, or is not a JSON object).
 func apiVersionOf(obj []byte) string {
-	var m [1]member
-	_ = scanMembers(obj, headKeys[:1], m[:])
-	return stringValue(m[0].raw(obj))
+	raw, _, _ := jsonscan.Lookup(obj, "apiVersion")
+	return stringValue(raw)
 }
