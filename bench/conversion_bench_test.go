@@ -7,8 +7,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -230,6 +232,14 @@ func BenchmarkConversionReads(b *testing.B) {
 	var mu sync.Mutex
 	var waits []time.Duration
 	var cfg platform.Config
+	// CRDPLANE_BENCH_BATCH_WINDOW tries another --batch-window.
+	if v := os.Getenv("CRDPLANE_BENCH_BATCH_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.Conversion.BatchWindow = d
+	}
 	cfg.Conversion.Observe = func(ws []time.Duration, _ time.Duration) {
 		mu.Lock()
 		waits = append(waits, ws...)
@@ -405,31 +415,57 @@ func BenchmarkConversionWatchFanout(b *testing.B) {
 	defer cancel()
 	base := p.URL + "/apis/example.com/v1/namespaces/default/crontabs"
 	var delivered atomic.Int64
-	ready := make(chan struct{}, watchers)
-	for range watchers {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"?watch=true&resourceVersion=0&allowWatchBookmarks=false", nil)
+	// Each watch resumes from the last event it saw when it ends (a watch
+	// that falls too far behind is ended, as upstream ends it).
+	watchFrom := func(rv string) (io.ReadCloser, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"?watch=true&allowWatchBookmarks=false&resourceVersion="+rv, nil)
 		req.Header.Set("Authorization", "Bearer "+p.Token)
 		resp, err := client.Do(req)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			b.Fatalf("watch: %v", err)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			return nil, fmt.Errorf("watch: HTTP %d", resp.StatusCode)
+		}
+		return resp.Body, nil
+	}
+	ready := make(chan struct{}, watchers)
+	for range watchers {
+		body, err := watchFrom("0")
+		if err != nil {
+			b.Fatal(err)
 		}
 		go func() {
-			defer resp.Body.Close()
 			ready <- struct{}{}
-			dec := json.NewDecoder(resp.Body)
+			last := "0"
 			for {
-				var ev struct {
-					Type   string `json:"type"`
-					Object struct {
-						APIVersion string `json:"apiVersion"`
-						Host       string `json:"host"`
-					} `json:"object"`
+				dec := json.NewDecoder(body)
+				for {
+					var ev struct {
+						Type   string `json:"type"`
+						Object struct {
+							APIVersion string `json:"apiVersion"`
+							Host       string `json:"host"`
+							Metadata   struct {
+								ResourceVersion string `json:"resourceVersion"`
+							} `json:"metadata"`
+						} `json:"object"`
+					}
+					if err := dec.Decode(&ev); err != nil {
+						break
+					}
+					if ev.Type == "ADDED" && ev.Object.APIVersion == "example.com/v1" && ev.Object.Host != "" {
+						delivered.Add(1)
+						last = ev.Object.Metadata.ResourceVersion
+					}
 				}
-				if err := dec.Decode(&ev); err != nil {
+				body.Close()
+				if ctx.Err() != nil {
 					return
 				}
-				if ev.Type == "ADDED" && ev.Object.APIVersion == "example.com/v1" && ev.Object.Host != "" {
-					delivered.Add(1)
+				if body, err = watchFrom(last); err != nil {
+					return
 				}
 			}
 		}()

@@ -16,7 +16,7 @@ const (
 	DefaultTimeout = 30 * time.Second
 	// DefaultBatchWindow is the longest a conversion waits to share a
 	// review: at most one coalesced review per key leaves per window.
-	DefaultBatchWindow = 3 * time.Millisecond
+	DefaultBatchWindow = 3500 * time.Microsecond
 	// DefaultMaxBatch is the most objects in one ConversionReview.
 	DefaultMaxBatch = 256
 	// DefaultMaxParallelChunks bounds the chunks of one list in flight.
@@ -35,7 +35,7 @@ type Config struct {
 	// generation between the same versions share reviews, at most one
 	// leaving per window, so none waits longer than the window; a
 	// conversion finding its key quiet (nothing waiting, and nothing in
-	// flight or nothing sent within the window) goes at once (0: 3ms;
+	// flight or nothing sent within the window) goes at once (0: 3.5ms;
 	// negative: never coalesce nor share a conversion in flight, one review
 	// per request as upstream).
 	BatchWindow time.Duration

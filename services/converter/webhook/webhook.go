@@ -7,7 +7,7 @@
 //
 // Coalescing: conversions with the same key (CRD uid, generation, source
 // and desired apiVersion) share ConversionReviews, at most one leaving per
-// batch window (3ms) per key. A conversion that finds its key quiet (no
+// batch window (3.5ms) per key. A conversion that finds its key quiet (no
 // batch forming, and no review in flight or none sent within the window)
 // is sent at once, so a lone caller never waits. Otherwise it joins the
 // batch forming, which leaves one window after the key's previous review:
@@ -400,19 +400,31 @@ func (c *Converter) coalesce(ctx context.Context, t *target, key batchKey, objs 
 		q = &queue{key: key, t: t}
 		c.queues[key] = q
 	}
+	var full, due []*waiter
 	if c.full(q, len(objs)) && c.slotFree(q) {
-		c.flushLocked(q) // the batch forming is full: it goes now, w starts the next
+		full = c.takeLocked(q) // the batch forming is full: it goes now, w starts the next
 	}
 	quiet := len(q.waiting) == 0 && (q.inflight == 0 || now.Sub(q.last) >= c.cfg.BatchWindow)
 	q.waiting = append(q.waiting, w)
 	q.n += len(objs)
+	lone := false
 	if (quiet || c.full(q, 0)) && c.slotFree(q) {
 		// Quiet (a lone caller) or full: go at once.
-		c.flushLocked(q)
+		due = c.takeLocked(q)
+		lone = len(due) == 1
 	} else {
-		c.scheduleLocked(q)
+		due = c.scheduleLocked(q)
 	}
 	c.mu.Unlock()
+	if full != nil {
+		go c.send(context.Background(), q, full)
+	}
+	if lone {
+		// Only w's objects: its own call, made here, ended by its context.
+		c.send(ctx, q, due)
+	} else if due != nil {
+		go c.send(context.Background(), q, due)
+	}
 	select {
 	case <-w.done:
 		return w.res, w.err
@@ -438,35 +450,41 @@ func (c *Converter) slotFree(q *queue) bool {
 	return c.cfg.MaxInflight <= 0 || q.inflight < c.cfg.MaxInflight
 }
 
-// scheduleLocked sends q's batch once it is due (a window after the
-// previous review left, or full) and a review slot is free: at once, or
-// when the window passes (a timer), or when a review in flight returns
-// (send calls it again). c.mu is held.
-func (c *Converter) scheduleLocked(q *queue) {
+// scheduleLocked returns q's batch when it is due (a window after the
+// previous review left, or full) and a review slot is free, for the caller
+// to send; otherwise it is sent when the window passes (a timer, which
+// sends it from its own goroutine) or when a review in flight returns
+// (send schedules again). c.mu is held.
+func (c *Converter) scheduleLocked(q *queue) []*waiter {
 	if len(q.waiting) == 0 || !c.slotFree(q) {
-		return
+		return nil
 	}
 	wait := c.cfg.BatchWindow - time.Since(q.last)
 	if wait <= 0 || c.full(q, 0) {
-		c.flushLocked(q)
-		return
+		return c.takeLocked(q)
 	}
 	if q.timer != nil {
-		return
+		return nil
 	}
 	seq := q.seq
 	q.timer = time.AfterFunc(wait, func() {
+		var batch []*waiter
 		c.mu.Lock()
-		defer c.mu.Unlock()
 		if q.seq == seq {
 			q.timer = nil
-			c.scheduleLocked(q)
+			batch = c.scheduleLocked(q)
+		}
+		c.mu.Unlock()
+		if batch != nil {
+			c.send(context.Background(), q, batch)
 		}
 	})
+	return nil
 }
 
-// flushLocked sends the waiting batch of q. c.mu is held.
-func (c *Converter) flushLocked(q *queue) {
+// takeLocked takes the waiting batch of q, to be sent with send. c.mu is
+// held.
+func (c *Converter) takeLocked(q *queue) []*waiter {
 	batch := q.waiting
 	q.waiting, q.n = nil, 0
 	q.seq++
@@ -476,18 +494,20 @@ func (c *Converter) flushLocked(q *queue) {
 		q.timer = nil
 	}
 	q.inflight++
-	go c.send(q, batch)
+	return batch
 }
 
-// send runs one coalesced review and hands each waiter its part.
-func (c *Converter) send(q *queue, batch []*waiter) {
+// send runs one coalesced review (under ctx: a lone caller's own context,
+// else a background one, as the review serves several callers) and hands
+// each waiter its part.
+func (c *Converter) send(ctx context.Context, q *queue, batch []*waiter) {
 	objs, pos := batchObjects(batch)
 	links := make([]trace.Link, len(batch))
 	for i, w := range batch {
 		links[i] = w.link
 	}
 	sent := time.Now()
-	res, err := c.review(context.Background(), q.t, q.key, objs, links...)
+	res, err := c.review(ctx, q.t, q.key, objs, links...)
 	reviewObjects.Observe(float64(len(objs)))
 	reviewRequests.Observe(float64(len(batch)))
 	reviewDuration.Observe(time.Since(sent).Seconds())
@@ -501,14 +521,18 @@ func (c *Converter) send(q *queue, batch []*waiter) {
 	}
 
 	// The review slot is free: what queued meanwhile goes when due.
+	var next []*waiter
 	c.mu.Lock()
 	q.inflight--
 	if len(q.waiting) > 0 {
-		c.scheduleLocked(q)
+		next = c.scheduleLocked(q)
 	} else if q.inflight == 0 && c.queues[q.key] == q {
 		delete(c.queues, q.key)
 	}
 	c.mu.Unlock()
+	if next != nil {
+		go c.send(context.Background(), q, next)
+	}
 
 	var failed *failedError
 	if err != nil && len(batch) > 1 && errors.As(err, &failed) {
