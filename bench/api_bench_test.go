@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -222,52 +221,8 @@ func BenchmarkWatchFanout(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var delivered atomic.Int64
-	// Each watcher re-watches from the last revision it saw when its watch
-	// ends (storage ends watches that fall too far behind, as upstream).
-	watchFrom := func(rv string) (io.ReadCloser, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, bp.p.URL+crontabsURL+"?watch=true&resourceVersion="+rv, nil)
-		req.Header.Set("Authorization", "Bearer "+bp.p.Token)
-		resp, err := bp.client.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		return resp.Body, nil
-	}
 	for range watchers {
-		body, err := watchFrom("1")
-		if err != nil {
-			b.Fatal(err)
-		}
-		go func() {
-			last := "1"
-			for {
-				dec := json.NewDecoder(body)
-				for {
-					var ev struct {
-						Type   string `json:"type"`
-						Object struct {
-							Metadata struct {
-								ResourceVersion string `json:"resourceVersion"`
-							} `json:"metadata"`
-						} `json:"object"`
-					}
-					if err := dec.Decode(&ev); err != nil {
-						break
-					}
-					if ev.Type == "ADDED" {
-						delivered.Add(1)
-						last = ev.Object.Metadata.ResourceVersion
-					}
-				}
-				body.Close()
-				if ctx.Err() != nil {
-					return
-				}
-				if body, err = watchFrom(last); err != nil {
-					return
-				}
-			}
-		}()
+		follow(b, ctx, bp.client, bp.p.Token, bp.p.URL+crontabsURL+"?watch=true", "1", func(*watchedObject) { delivered.Add(1) })
 	}
 	var seq atomic.Int64
 	b.ResetTimer()

@@ -5,9 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -415,63 +413,12 @@ func BenchmarkConversionWatchFanout(b *testing.B) {
 	defer cancel()
 	base := p.URL + "/apis/example.com/v1/namespaces/default/crontabs"
 	var delivered atomic.Int64
-	// Each watch resumes from the last event it saw when it ends (a watch
-	// that falls too far behind is ended, as upstream ends it).
-	watchFrom := func(rv string) (io.ReadCloser, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"?watch=true&allowWatchBookmarks=false&resourceVersion="+rv, nil)
-		req.Header.Set("Authorization", "Bearer "+p.Token)
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			resp.Body.Close()
-			return nil, fmt.Errorf("watch: HTTP %d", resp.StatusCode)
-		}
-		return resp.Body, nil
-	}
-	ready := make(chan struct{}, watchers)
 	for range watchers {
-		body, err := watchFrom("0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		go func() {
-			ready <- struct{}{}
-			last := "0"
-			for {
-				dec := json.NewDecoder(body)
-				for {
-					var ev struct {
-						Type   string `json:"type"`
-						Object struct {
-							APIVersion string `json:"apiVersion"`
-							Host       string `json:"host"`
-							Metadata   struct {
-								ResourceVersion string `json:"resourceVersion"`
-							} `json:"metadata"`
-						} `json:"object"`
-					}
-					if err := dec.Decode(&ev); err != nil {
-						break
-					}
-					if ev.Type == "ADDED" && ev.Object.APIVersion == "example.com/v1" && ev.Object.Host != "" {
-						delivered.Add(1)
-						last = ev.Object.Metadata.ResourceVersion
-					}
-				}
-				body.Close()
-				if ctx.Err() != nil {
-					return
-				}
-				if body, err = watchFrom(last); err != nil {
-					return
-				}
+		follow(b, ctx, client, p.Token, base+"?watch=true&allowWatchBookmarks=false", "0", func(o *watchedObject) {
+			if o.APIVersion == "example.com/v1" && o.Host != "" {
+				delivered.Add(1)
 			}
-		}()
-	}
-	for range watchers {
-		<-ready
+		})
 	}
 	var seq atomic.Int64
 	b.ResetTimer()
