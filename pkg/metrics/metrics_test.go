@@ -1,12 +1,18 @@
 package metrics
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
+
+// runSeq names each test run's metrics apart (the registry is the
+// process's, so -count N would otherwise see earlier runs' counts).
+var runSeq atomic.Int64
 
 func scrape(t *testing.T) string {
 	t.Helper()
@@ -19,20 +25,21 @@ func scrape(t *testing.T) string {
 }
 
 func TestRegisterTwiceShares(t *testing.T) {
-	a := NewCounterVec("test", "things_total", "Things.", "kind")
-	b := NewCounterVec("test", "things_total", "Things.", "kind")
+	sub := fmt.Sprintf("test%d", runSeq.Add(1))
+	a := NewCounterVec(sub, "things_total", "Things.", "kind")
+	b := NewCounterVec(sub, "things_total", "Things.", "kind")
 	if a != b {
 		t.Fatal("registering the same metric twice gave two collectors")
 	}
 	a.WithLabelValues("x").Inc()
 	b.WithLabelValues("x").Inc()
-	NewHistogram("test", "batch_size", "Sizes.", SizeBuckets).Observe(3)
-	NewGauge("test", "open", "Open.").Set(2)
+	NewHistogram(sub, "batch_size", "Sizes.", SizeBuckets).Observe(3)
+	NewGauge(sub, "open", "Open.").Set(2)
 	body := scrape(t)
 	for _, want := range []string{
-		`crdplane_test_things_total{kind="x"} 2`,
-		`crdplane_test_batch_size_bucket{le="4"} 1`,
-		`crdplane_test_open 2`,
+		`crdplane_` + sub + `_things_total{kind="x"} 2`,
+		`crdplane_` + sub + `_batch_size_bucket{le="4"} 1`,
+		`crdplane_` + sub + `_open 2`,
 		`process_open_fds`,
 	} {
 		if !strings.Contains(body, want) {
@@ -44,11 +51,12 @@ func TestRegisterTwiceShares(t *testing.T) {
 			t.Error("a conflicting definition did not panic")
 		}
 	}()
-	NewCounterVec("test", "things_total", "Things.", "other")
+	NewCounterVec(sub, "things_total", "Things.", "other")
 }
 
 func TestInstrumentHTTP(t *testing.T) {
-	h := InstrumentHTTP("test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	handler := fmt.Sprintf("test%d", runSeq.Add(1))
+	h := InstrumentHTTP(handler, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := w.(http.Flusher); !ok {
 			t.Error("the instrumented response writer is not an http.Flusher")
 		}
@@ -64,9 +72,9 @@ func TestInstrumentHTTP(t *testing.T) {
 	resp.Body.Close()
 	body := scrape(t)
 	for _, want := range []string{
-		`crdplane_http_requests_total{code="201",handler="test",method="post"} 1`,
-		`crdplane_http_request_duration_seconds_count{handler="test",method="post"} 1`,
-		`crdplane_http_requests_in_flight{handler="test"} 0`,
+		`crdplane_http_requests_total{code="201",handler="` + handler + `",method="post"} 1`,
+		`crdplane_http_request_duration_seconds_count{handler="` + handler + `",method="post"} 1`,
+		`crdplane_http_requests_in_flight{handler="` + handler + `"} 0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("missing %q in\n%s", want, body)
