@@ -15,6 +15,8 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/crdplane/crdplane/pkg/fieldpath"
 )
 
 func semanticEqual(a, b any) bool { return apiequality.Semantic.DeepEqual(a, b) }
@@ -380,9 +382,8 @@ func validateSelectableFields(fields []apiextensions.SelectableField, schema *ap
 // resolveFieldPath follows a JSON path (".a.b" or, with arrays, ".a['b']")
 // through a schema's properties and additionalProperties.
 func resolveFieldPath(jsonPath string, s *apiextensions.JSONSchemaProps, allowArrays bool) (*field.Path, *apiextensions.JSONSchemaProps, error) {
-	toks := tokenizePath(jsonPath)
 	var path *field.Path
-	step := func(name string) error {
+	err := fieldpath.Walk(jsonPath, allowArrays, func(name string) error {
 		switch {
 		case s == nil:
 			return errors.New("does not refer to a valid field")
@@ -400,101 +401,11 @@ func resolveFieldPath(jsonPath string, s *apiextensions.JSONSchemaProps, allowAr
 			return errors.New("does not refer to a valid field")
 		}
 		return nil
-	}
-	for i := 0; i < len(toks); i++ {
-		switch tok := toks[i]; tok {
-		case "[":
-			if !allowArrays {
-				return nil, nil, errors.New("array notation is not allowed")
-			}
-			if i+1 >= len(toks) {
-				return nil, nil, errors.New("unexpected end of JSON path")
-			}
-			i++
-			q := toks[i]
-			if len(q) < 2 || q[0] != '\'' || q[len(q)-1] != '\'' {
-				return nil, nil, fmt.Errorf("expected single quoted string but got %s", q)
-			}
-			name, err := unescapeQuoted(q[1 : len(q)-1])
-			if err != nil {
-				return nil, nil, fmt.Errorf("invalid string literal: %w", err)
-			}
-			if err := step(name); err != nil {
-				return nil, nil, err
-			}
-			if i+1 >= len(toks) {
-				return nil, nil, errors.New("unexpected end of JSON path")
-			}
-			i++
-			if toks[i] != "]" {
-				return nil, nil, fmt.Errorf("expected ] but got %s", toks[i])
-			}
-		case ".":
-			if i+1 >= len(toks) {
-				return nil, nil, errors.New("unexpected end of JSON path")
-			}
-			i++
-			if err := step(toks[i]); err != nil {
-				return nil, nil, err
-			}
-		default:
-			return nil, nil, fmt.Errorf("expected [ or . but got: %s", tok)
-		}
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	return path, s, nil
-}
-
-// tokenizePath splits a JSON path into ".", "[", "]", single-quoted strings
-// and names.
-func tokenizePath(s string) []string {
-	var toks []string
-	for len(s) > 0 {
-		switch {
-		case s[0] == '\'':
-			end := -1
-			for i := 1; i < len(s); i++ {
-				if s[i] == '\'' && s[i-1] != '\\' {
-					end = i
-					break
-				}
-			}
-			if end < 0 {
-				return append(toks, s)
-			}
-			toks, s = append(toks, s[:end+1]), s[end+1:]
-		case s[0] == '.' || s[0] == '[' || s[0] == ']':
-			toks, s = append(toks, s[:1]), s[1:]
-		default:
-			i := strings.IndexAny(s, ".[]")
-			if i < 0 {
-				i = len(s)
-			}
-			toks, s = append(toks, s[:i]), s[i:]
-		}
-	}
-	return toks
-}
-
-func unescapeQuoted(s string) (string, error) {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '\\' {
-			b.WriteByte(c)
-			continue
-		}
-		if i+1 >= len(s) {
-			return "", errors.New("unterminated escape sequence")
-		}
-		i++
-		switch s[i] {
-		case '\\', '\'':
-			b.WriteByte(s[i])
-		default:
-			return "", fmt.Errorf("invalid escape sequence '\\%c'", s[i])
-		}
-	}
-	return b.String(), nil
 }
 
 // validateAPIApproval requires the api-approved.kubernetes.io annotation for
