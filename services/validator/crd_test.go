@@ -128,7 +128,7 @@ func runCRDCases(t *testing.T, cases []crdCase) {
 			if !matchAll(got, tc.want) {
 				t.Errorf("causes:\n\t%s\nwant:\n\t%s", strings.Join(got, "\n\t"), strings.Join(tc.want, "\n\t"))
 			}
-			sg, su := slices.Clone(got), slices.Clone(up)
+			sg, su := asV133(got, up)
 			slices.Sort(sg)
 			slices.Sort(su)
 			if !slices.Equal(sg, su) {
@@ -501,8 +501,8 @@ properties:
           min: {type: integer}
           max: {type: integer}
 `), want: []string{
-			spec + `.properties[spec].properties[obj].default: Invalid value: failed rule: self.min <= self.max`,
-			spec + `.properties[spec].properties[replicas].default: Invalid value: 0: must be positive`,
+			spec + `.properties[spec].properties[obj].default: Invalid value: "object": failed rule: self.min <= self.max`,
+			spec + `.properties[spec].properties[replicas].default: Invalid value: "integer": must be positive`,
 		}},
 		{name: "default errors skip rule compilation", crd: crdWith(`
 type: object

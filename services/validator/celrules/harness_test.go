@@ -130,6 +130,24 @@ func errStrings(r Result) []string {
 	return out
 }
 
+// valueRE matches the value of an Invalid or Duplicate error: a quoted
+// string, a number, a boolean or null, or none (omitted).
+var valueRE = regexp.MustCompile(`^(.*?: (?:Invalid|Duplicate) value)(?:: (?:"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*|true|false|null))?(: |$)`)
+
+// withoutValues drops the values of Invalid and Duplicate errors. The
+// upstream library this module builds with (v0.37) reports the failing
+// value of a rule (omitted for objects and arrays) where upstream v1.33,
+// the specification, reports the schema's type name ("object", "string",
+// ...); the cases' want lists check the v1.33 values, the comparison with
+// the library everything else.
+func withoutValues(l []string) []string {
+	out := make([]string, len(l))
+	for i, s := range l {
+		out[i] = valueRE.ReplaceAllString(s, "$1$2")
+	}
+	return out
+}
+
 var selfTypeRE = regexp.MustCompile(`selfType\d+`)
 
 // normalizeTypeNames drops the unique number of self types (upstream

@@ -46,7 +46,7 @@ func runRuleCases(t *testing.T, cases []ruleCase) {
 			if !sameSet(got.Warnings, tc.warnings) {
 				t.Errorf("warnings:%s\nwant:%s", show(got.Warnings), show(tc.warnings))
 			}
-			if !sameSet(errStrings(got), errStrings(want)) || !sameSet(got.Warnings, want.Warnings) {
+			if !sameSet(withoutValues(errStrings(got)), withoutValues(errStrings(want))) || !sameSet(withoutValues(got.Warnings), withoutValues(want.Warnings)) {
 				t.Errorf("differs from upstream:\nerrors:%s\nupstream:%s\nwarnings:%s\nupstream:%s",
 					show(errStrings(got)), show(errStrings(want)), show(got.Warnings), show(want.Warnings))
 			}
@@ -80,7 +80,7 @@ func TestReferenceScoping(t *testing.T) {
 	runRuleCases(t, []ruleCase{
 		{name: "object with messages", schema: replicasSchema,
 			obj:  cronMeta + "spec: {minReplicas: 0, replicas: 20, maxReplicas: 10}",
-			want: []string{"spec: Invalid value: replicas should be smaller than or equal to maxReplicas."}},
+			want: []string{`spec: Invalid value: "object": replicas should be smaller than or equal to maxReplicas.`}},
 		{name: "object ok", schema: replicasSchema,
 			obj: cronMeta + "spec: {minReplicas: 0, replicas: 5, maxReplicas: 10}"},
 		{name: "object without message", schema: `
@@ -94,7 +94,7 @@ properties:
       replicas: {type: integer}
       maxReplicas: {type: integer}
 `, obj: cronMeta + "spec: {replicas: 20, maxReplicas: 10}",
-			want: []string{"spec: Invalid value: failed rule: self.replicas <= self.maxReplicas"}},
+			want: []string{`spec: Invalid value: "object": failed rule: self.replicas <= self.maxReplicas`}},
 		{name: "root with spec and status", schema: `
 type: object
 x-kubernetes-validations:
@@ -109,7 +109,7 @@ properties:
     properties:
       availableReplicas: {type: integer}
 `, obj: cronMeta + "spec: {minReplicas: 3}\nstatus: {availableReplicas: 2}",
-			want: []string{"<nil>: Invalid value: failed rule: self.status.availableReplicas >= self.spec.minReplicas"}},
+			want: []string{`<nil>: Invalid value: "object": failed rule: self.status.availableReplicas >= self.spec.minReplicas`}},
 		{name: "root apiVersion kind name generateName", schema: `
 type: object
 x-kubernetes-validations:
@@ -123,8 +123,8 @@ properties:
       prefix: {type: string}
 `, obj: cronMeta + "spec: {prefix: your-}",
 			want: []string{
-				"<nil>: Invalid value: failed rule: self.metadata.name.startsWith(self.spec.prefix)",
-				"<nil>: Invalid value: failed rule: self.metadata.generateName == 'other-'",
+				`<nil>: Invalid value: "object": failed rule: self.metadata.name.startsWith(self.spec.prefix)`,
+				`<nil>: Invalid value: "object": failed rule: self.metadata.generateName == 'other-'`,
 			}},
 		{name: "has on object", schema: `
 type: object
@@ -137,7 +137,7 @@ properties:
       foo: {type: integer}
       bar: {type: integer}
 `, obj: cronMeta + "spec: {bar: 1}",
-			want: []string{"spec: Invalid value: failed rule: has(self.foo)"}},
+			want: []string{`spec: Invalid value: "object": failed rule: has(self.foo)`}},
 		{name: "map", schema: `
 type: object
 properties:
@@ -150,7 +150,7 @@ properties:
       properties:
         foo: {type: integer}
 `, obj: cronMeta + "spec: {xyz: {foo: 0}, abc: {foo: 1}}",
-			want: []string{"spec: Invalid value: failed rule: self['xyz'].foo > 0"}},
+			want: []string{`spec: Invalid value: "object": failed rule: self['xyz'].foo > 0`}},
 		{name: "map missing key", schema: `
 type: object
 properties:
@@ -173,7 +173,7 @@ properties:
     - rule: "size(self) == 1"
     items: {type: string}
 `, obj: cronMeta + "foo: [a, b]",
-			want: []string{"foo: Invalid value: failed rule: size(self) == 1"}},
+			want: []string{`foo: Invalid value: "array": failed rule: size(self) == 1`}},
 		{name: "scalar", schema: `
 type: object
 properties:
@@ -185,7 +185,7 @@ properties:
         x-kubernetes-validations:
         - rule: "self > 0"
 `, obj: cronMeta + "spec: {foo: -3}",
-			want: []string{"spec.foo: Invalid value: -3: failed rule: self > 0"}},
+			want: []string{`spec.foo: Invalid value: "integer": failed rule: self > 0`}},
 		{name: "scalar string", schema: `
 type: object
 properties:
@@ -197,7 +197,7 @@ properties:
         x-kubernetes-validations:
         - rule: "self.startsWith('kube')"
 `, obj: cronMeta + "spec: {name: cube}",
-			want: []string{`spec.name: Invalid value: "cube": failed rule: self.startsWith('kube')`}},
+			want: []string{`spec.name: Invalid value: "string": failed rule: self.startsWith('kube')`}},
 		{name: "map of objects", schema: `
 type: object
 properties:
@@ -213,7 +213,7 @@ properties:
           properties:
             priority: {type: integer}
 `, obj: cronMeta + "spec: {components: {Widget: {priority: 10}}}",
-			want: []string{"spec: Invalid value: failed rule: self.components['Widget'].priority < 10"}},
+			want: []string{`spec: Invalid value: "object": failed rule: self.components['Widget'].priority < 10`}},
 		{name: "list of integers", schema: `
 type: object
 properties:
@@ -226,7 +226,7 @@ properties:
         type: array
         items: {type: integer}
 `, obj: cronMeta + "spec: {values: [1, 100]}",
-			want: []string{"spec: Invalid value: failed rule: self.values.all(value, value >= 0 && value < 100)"}},
+			want: []string{`spec: Invalid value: "object": failed rule: self.values.all(value, value >= 0 && value < 100)`}},
 		{name: "rules on items and map values", schema: `
 type: object
 properties:
@@ -248,10 +248,10 @@ properties:
           - rule: "self != ''"
 `, obj: cronMeta + "spec: {list: [2, 3, 4, 5], map: {a: '', b: x, 'c.d': ''}}",
 			want: []string{
-				"spec.list[1]: Invalid value: 3: must be even",
-				"spec.list[3]: Invalid value: 5: must be even",
-				`spec.map[a]: Invalid value: "": failed rule: self != ''`,
-				`spec.map[c.d]: Invalid value: "": failed rule: self != ''`,
+				`spec.list[1]: Invalid value: "integer": must be even`,
+				`spec.list[3]: Invalid value: "integer": must be even`,
+				`spec.map[a]: Invalid value: "string": failed rule: self != ''`,
+				`spec.map[c.d]: Invalid value: "string": failed rule: self != ''`,
 			}},
 		{name: "null values are not validated", schema: `
 type: object
@@ -288,7 +288,7 @@ properties:
         x-kubernetes-validations:
         - rule: "self.kind == 'Pod' && self.apiVersion == 'v1' && self.metadata.name == 'p'"
 `, obj: cronMeta + "spec: {template: {apiVersion: v1, kind: Pod, metadata: {name: q}, spec: {x: 1}}}",
-			want: []string{"spec.template: Invalid value: failed rule: self.kind == 'Pod' && self.apiVersion == 'v1' && self.metadata.name == 'p'"}},
+			want: []string{`spec.template: Invalid value: "object": failed rule: self.kind == 'Pod' && self.apiVersion == 'v1' && self.metadata.name == 'p'`}},
 		{name: "preserved unknown fields are not accessible", schema: `
 type: object
 properties:
@@ -444,7 +444,7 @@ properties:
 `
 	var want []string
 	for _, r := range parseSchema(t, s).Properties["spec"].XValidations {
-		want = append(want, "spec: Invalid value: failed rule: "+r.Rule)
+		want = append(want, `spec: Invalid value: "object": failed rule: `+r.Rule)
 	}
 	runRuleCases(t, []ruleCase{
 		{name: "valid", schema: s, obj: valid},
@@ -475,10 +475,10 @@ properties:
       sprint: {type: integer}
 `, obj: cronMeta + "spec: {namespace: 0, x-prop: 0, redact__d: 0, a.b: 1, a/b: 0, if: 1, sprint: 1}",
 			want: []string{
-				"spec: Invalid value: failed rule: self.__namespace__ > 0",
-				"spec: Invalid value: failed rule: self.x__dash__prop > 0",
-				"spec: Invalid value: failed rule: self.redact__underscores__d > 0",
-				"spec: Invalid value: failed rule: self.a__dot__b > 0 && self.a__slash__b > 0",
+				`spec: Invalid value: "object": failed rule: self.__namespace__ > 0`,
+				`spec: Invalid value: "object": failed rule: self.x__dash__prop > 0`,
+				`spec: Invalid value: "object": failed rule: self.redact__underscores__d > 0`,
+				`spec: Invalid value: "object": failed rule: self.a__dot__b > 0 && self.a__slash__b > 0`,
 			}},
 		{name: "unescapable property keeps its own rules", schema: `
 type: object
@@ -491,7 +491,7 @@ properties:
         x-kubernetes-validations:
         - rule: "self == 'x'"
 `, obj: cronMeta + "spec: {'1abc': yy}",
-			want: []string{`spec.1abc: Invalid value: "yy": failed rule: self == 'x'`}},
+			want: []string{`spec.1abc: Invalid value: "string": failed rule: self == 'x'`}},
 		{name: "map keys are not escaped", schema: `
 type: object
 properties:
@@ -534,13 +534,13 @@ properties:
 	obj := cronMeta + "spec: {set: [1, 2], atomic: [1, 2], map: [{k: a, v: 1}, {k: b, v: 2}]}"
 	runRuleCases(t, []ruleCase{
 		{name: "set equality ignores order", schema: rules("self.set == [2, 1]", "self.atomic == [2, 1]"), obj: obj,
-			want: []string{"spec: Invalid value: failed rule: self.atomic == [2, 1]"}},
+			want: []string{`spec: Invalid value: "object": failed rule: self.atomic == [2, 1]`}},
 		{name: "set union", schema: rules("self.set + [3, 1, 4] == [1, 2, 3, 4]", "(self.set + [3, 1]).size() == 3"), obj: obj},
 		{name: "set union keeps order", schema: rules("(self.set + [3, 1])[2] == 3"), obj: obj},
 		{name: "atomic concatenation", schema: rules("self.atomic + [1] == [1, 2, 1]"), obj: obj},
 		{name: "map equality ignores order", schema: rules("self.map == oldSelf.map", "self.set == oldSelf.set", "self.atomic == oldSelf.atomic"), obj: obj,
 			old:  cronMeta + "spec: {set: [2, 1], atomic: [2, 1], map: [{k: b, v: 2}, {k: a, v: 1}]}",
-			want: []string{"spec: Invalid value: failed rule: self.atomic == oldSelf.atomic"}},
+			want: []string{`spec: Invalid value: "object": failed rule: self.atomic == oldSelf.atomic`}},
 		{name: "map merge", schema: rules(
 			"(oldSelf.map + self.map).size() == 3",
 			"(oldSelf.map + self.map)[0].k == 'c' && (oldSelf.map + self.map)[0].v == 3",

@@ -82,7 +82,7 @@ properties:
 `
 	runRuleCases(t, []ruleCase{
 		{name: "low to high", schema: level, obj: cronMeta + "spec: {level: high}", old: cronMeta + "spec: {level: low}",
-			want: []string{`spec.level: Invalid value: "high": cannot transition directly between 'low' and 'high'`}},
+			want: []string{`spec.level: Invalid value: "string": cannot transition directly between 'low' and 'high'`}},
 		{name: "low to medium", schema: level, obj: cronMeta + "spec: {level: medium}", old: cronMeta + "spec: {level: low}"},
 		{name: "never on create", schema: level, obj: cronMeta + "spec: {level: high}"},
 		{name: "not when the field is set", schema: level, obj: cronMeta + "spec: {level: high}", old: cronMeta + "spec: {}"},
@@ -93,22 +93,22 @@ properties:
 			obj: cronMeta + "spec: {foo: b, bar: baz, set: [a], x: Z, counter: 2}",
 			old: cronMeta + "spec: {foo: a, field: f, bar: bar, set: [a, b], x: X, counter: 3}",
 			want: []string{
-				"spec: Invalid value: foo is immutable",
-				"spec: Invalid value: field cannot be removed",
-				`spec.bar: Invalid value: "baz": failed rule: oldSelf != 'bar' || self == 'bar'`,
-				`spec.x: Invalid value: "Z": failed rule: oldSelf != 'X' || self in ['A', 'B']`,
-				"spec.counter: Invalid value: 2: must not decrease",
+				`spec: Invalid value: "object": foo is immutable`,
+				`spec: Invalid value: "object": field cannot be removed`,
+				`spec.bar: Invalid value: "string": failed rule: oldSelf != 'bar' || self == 'bar'`,
+				`spec.x: Invalid value: "string": failed rule: oldSelf != 'X' || self in ['A', 'B']`,
+				`spec.counter: Invalid value: "integer": must not decrease`,
 			}},
 		{name: "set items do not correlate but the set does", schema: examples,
 			obj:  cronMeta + "spec: {foo: a, set: [a, c]}",
 			old:  cronMeta + "spec: {foo: a, set: [a, b]}",
-			want: []string{"spec.set: Invalid value: append-only"}},
+			want: []string{`spec.set: Invalid value: "array": append-only`}},
 		{name: "map list items correlate by key", schema: mapList,
 			obj: cronMeta + "spec: {items: [{name: b, value: 1}, {name: a, value: 5}, {name: c, value: 0}], labels: {x: '1', y: '3'}}",
 			old: cronMeta + "spec: {items: [{name: a, value: 6}, {name: b, value: 1}], labels: {x: '2', z: '1'}}",
 			want: []string{
-				"spec.items[1].value: Invalid value: 5: must not decrease",
-				`spec.labels[x]: Invalid value: "1": label values are immutable`,
+				`spec.items[1].value: Invalid value: "integer": must not decrease`,
+				`spec.labels[x]: Invalid value: "string": label values are immutable`,
 			}},
 	})
 }
@@ -144,21 +144,21 @@ properties:
 			want: []string{
 				// The messageExpression sees oldSelf as not optional (as
 				// upstream) and fails, so the default message shows.
-				"spec: Invalid value: failed rule: self.foo == 'foo' || (oldSelf.hasValue() && oldSelf.value().foo != 'foo')",
-				`spec.case: Invalid value: "OldCase3": failed rule: [oldSelf.orValue(''), self].all(x, ['OldCase1', 'OldCase2'].exists(case, x == case))`,
+				`spec: Invalid value: "object": failed rule: self.foo == 'foo' || (oldSelf.hasValue() && oldSelf.value().foo != 'foo')`,
+				`spec.case: Invalid value: "string": failed rule: [oldSelf.orValue(''), self].all(x, ['OldCase1', 'OldCase2'].exists(case, x == case))`,
 			}},
 		{name: "update grandfathers old values", schema: s,
 			obj:  cronMeta + "spec: {foo: bar, case: OldCase1, tags: {a: '1'}}",
 			old:  cronMeta + "spec: {foo: baz, case: OldCase2, tags: {a: '1', b: '2', c: '3', d: '4'}}",
-			want: []string{"spec.tags: Invalid value: tags were too many"}},
+			want: []string{`spec.tags: Invalid value: "object": tags were too many`}},
 		{name: "update from foo", schema: s,
 			obj:  cronMeta + "spec: {foo: bar, case: OldCase1}",
 			old:  cronMeta + "spec: {foo: foo, case: OldCase1}",
-			want: []string{"spec: Invalid value: failed rule: self.foo == 'foo' || (oldSelf.hasValue() && oldSelf.value().foo != 'foo')"}},
+			want: []string{`spec: Invalid value: "object": failed rule: self.foo == 'foo' || (oldSelf.hasValue() && oldSelf.value().foo != 'foo')`}},
 		{name: "new field on update", schema: s,
 			obj:  cronMeta + "spec: {foo: foo, case: New}",
 			old:  cronMeta + "spec: {foo: foo}",
-			want: []string{`spec.case: Invalid value: "New": failed rule: [oldSelf.orValue(''), self].all(x, ['OldCase1', 'OldCase2'].exists(case, x == case))`}},
+			want: []string{`spec.case: Invalid value: "string": failed rule: [oldSelf.orValue(''), self].all(x, ['OldCase1', 'OldCase2'].exists(case, x == case))`}},
 	})
 }
 
@@ -194,29 +194,29 @@ properties:
 			old: cronMeta + "spec: {min: 5, max: 1, name: y1, list: [bad], other: was}",
 			want: []string{
 				// spec changed (other), so its rule is not ratcheted.
-				"spec: Invalid value: min must not exceed max",
+				`spec: Invalid value: "object": min must not exceed max`,
 			},
 			warnings: []string{
-				`spec.name: Invalid value: "y1": failed rule: self.startsWith('x')`,
+				`spec.name: Invalid value: "string": failed rule: self.startsWith('x')`,
 				// atomic list items do not correlate; the list is unchanged.
-				`spec.list[0]: Invalid value: "bad": failed rule: self != 'bad'`,
+				`spec.list[0]: Invalid value: "string": failed rule: self != 'bad'`,
 			}},
 		{name: "all unchanged", schema: s,
 			obj: cronMeta + "spec: {min: 5, max: 1, name: y1}",
 			old: cronMeta + "spec: {min: 5, max: 1, name: y1}",
 			warnings: []string{
-				"spec: Invalid value: min must not exceed max",
-				`spec.name: Invalid value: "y1": failed rule: self.startsWith('x')`,
+				`spec: Invalid value: "object": min must not exceed max`,
+				`spec.name: Invalid value: "string": failed rule: self.startsWith('x')`,
 			}},
 		{name: "changed invalid values fail", schema: s,
 			obj: cronMeta + "spec: {min: 4, max: 1, name: y2, list: [bad, bad]}",
 			old: cronMeta + "spec: {min: 5, max: 1, name: y1, list: [bad]}",
 			want: []string{
-				"spec: Invalid value: min must not exceed max",
-				"spec: Invalid value: min must not decrease",
-				`spec.name: Invalid value: "y2": failed rule: self.startsWith('x')`,
-				`spec.list[0]: Invalid value: "bad": failed rule: self != 'bad'`,
-				`spec.list[1]: Invalid value: "bad": failed rule: self != 'bad'`,
+				`spec: Invalid value: "object": min must not exceed max`,
+				`spec: Invalid value: "object": min must not decrease`,
+				`spec.name: Invalid value: "string": failed rule: self.startsWith('x')`,
+				`spec.list[0]: Invalid value: "string": failed rule: self != 'bad'`,
+				`spec.list[1]: Invalid value: "string": failed rule: self != 'bad'`,
 			}},
 	})
 }

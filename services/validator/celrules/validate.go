@@ -350,11 +350,9 @@ func (w *walker) expressions(v *validator, obj, old any, r ratchet) {
 		if !ok {
 			detail = rule.defaultMessage
 		}
-		var value any = obj
-		if typ == "object" || typ == "array" {
-			value = field.OmitValueType{}
-		}
-		report(errorForReason(fldPath, value, detail, rule.Source.Reason))
+		// As upstream v1.33, the error's value is the schema's type name
+		// ("object", "string", ...; "" when untyped), not the value.
+		report(errorForReason(fldPath, typ, detail, rule.Source.Reason))
 	}
 }
 
