@@ -9,10 +9,10 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 GRPC_GATEWAY_VERSION := v2.31.0
 
-MODULES := . pkg proto services/storage services/registry services/validator services/converter services/gateway
+MODULES := . pkg proto conformance services/storage services/registry services/validator services/converter services/gateway
 SERVICES := gateway registry validator converter storage
 
-.PHONY: all build run test test-unit test-e2e generate check-generated lint tools bench clean fmt vet
+.PHONY: all build run test test-unit test-e2e generate check-generated lint tools bench clean fmt vet conformance
 
 all: build
 
@@ -116,3 +116,21 @@ test-deploy: build
 ## the etcd leader killed: no acknowledged write lost. Needs docker.
 test-compose: images
 	deploy/compose/test/run.sh
+
+# ---------------------------------------------------------------------------
+# Conformance oracle (conformance/README.md): upstream apiextensions-apiserver
+# (its own Go module, outside go.work, pinned in conformance/upstream/go.mod)
+# and crdplane side by side, the same requests to both.
+# ---------------------------------------------------------------------------
+UPSTREAM_BIN := $(BIN)/apiextensions-upstream
+
+$(UPSTREAM_BIN): conformance/upstream/go.mod conformance/upstream/go.sum conformance/upstream/main.go
+	cd conformance/upstream && GOWORK=off $(GO) build -o $(UPSTREAM_BIN) .
+
+## conformance: run every case under conformance/cases against both servers;
+## prints "N requests, N identical" and writes a diff per mismatch to
+## conformance/out/. CONFORMANCE_CASES=substr narrows it.
+conformance: $(UPSTREAM_BIN)
+	$(GO) build -o $(BIN)/crdplane ./cmd/crdplane
+	cd conformance && CRDPLANE_CONFORMANCE=1 UPSTREAM_BIN=$(UPSTREAM_BIN) CRDPLANE_BIN=$(BIN)/crdplane \
+		$(GO) test -count=1 -timeout 20m -run 'TestOracle$$' -v . 2>&1 | grep -v -E '^\s+[IWE][0-9]{4} ' ; exit $${PIPESTATUS[0]}

@@ -1,0 +1,226 @@
+package conformance
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// What legitimately differs between two servers given the same requests,
+// and is replaced by a placeholder in both answers before they are compared.
+var (
+	uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	// timeRE finds RFC 3339 timestamps; only those within a day of now are
+	// replaced (set by the servers, not by the cases, which use fixed dates).
+	timeRE = regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})`)
+)
+
+// normalizer rewrites one server's answers.
+type normalizer struct {
+	host string // the server's host:port, replaced by <server>
+	now  time.Time
+}
+
+// JSON decodes b, normalises it and returns it indented with sorted keys.
+// ok is false when b is not JSON.
+func (n normalizer) JSON(b []byte, ignore []string, unorderedErrors bool) (string, bool) {
+	v, ok := decodeJSON(b)
+	if !ok {
+		return "", false
+	}
+	for _, p := range ignore {
+		deletePath(v, p)
+	}
+	v = n.value("", v)
+	if unorderedErrors {
+		sortCauses(v)
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return "", false
+	}
+	return strings.TrimSuffix(out.String(), "\n"), true
+}
+
+func decodeJSON(b []byte) (any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, false
+	}
+	if dec.More() {
+		return nil, false
+	}
+	return v, true
+}
+
+// value normalises v found under the key parent.
+func (n normalizer) value(key string, v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, c := range t {
+			t[k] = n.value(k, c)
+		}
+		if md, ok := t["metadata"].(map[string]any); ok {
+			n.metadata(md)
+		}
+		return t
+	case []any:
+		for i, c := range t {
+			t[i] = n.value(key, c)
+		}
+		return t
+	case string:
+		return n.String(key, t)
+	}
+	return v
+}
+
+// metadata normalises an object's (or a list's) metadata.
+func (n normalizer) metadata(md map[string]any) {
+	if _, ok := md["resourceVersion"]; ok {
+		md["resourceVersion"] = "<resourceVersion>"
+	}
+	if c, ok := md["continue"].(string); ok && c != "" {
+		md["continue"] = "<continue>"
+	}
+	if gn, ok := md["generateName"].(string); ok {
+		if name, ok := md["name"].(string); ok && strings.HasPrefix(name, gn) {
+			md["name"] = gn + "<generated>"
+		}
+	}
+	// metadata.managedFields: server-side apply is not implemented yet
+	// (issue 14); see allowlist.yaml.
+	delete(md, "managedFields")
+}
+
+// String normalises one string value (or header) found under key.
+func (n normalizer) String(key, s string) string {
+	if n.host != "" && strings.Contains(s, n.host) {
+		s = strings.ReplaceAll(s, n.host, "<server>")
+	}
+	if key == "uid" && uuidRE.MatchString(s) {
+		return "<uid>"
+	}
+	if key == "resourceVersion" && s != "" {
+		if _, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return "<resourceVersion>"
+		}
+	}
+	return timeRE.ReplaceAllStringFunc(s, func(ts string) string {
+		t, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			return ts
+		}
+		if d := n.now.Sub(t); d < 24*time.Hour && d > -24*time.Hour {
+			return "<time>"
+		}
+		return ts
+	})
+}
+
+// deletePath removes a dotted path (a.b.c; a "*" segment matches every
+// element of a list or every key of an object).
+func deletePath(v any, path string) {
+	parts := strings.Split(path, ".")
+	var walk func(v any, parts []string)
+	walk = func(v any, parts []string) {
+		if len(parts) == 0 {
+			return
+		}
+		switch t := v.(type) {
+		case map[string]any:
+			if parts[0] == "*" {
+				for k := range t {
+					if len(parts) == 1 {
+						delete(t, k)
+					} else {
+						walk(t[k], parts[1:])
+					}
+				}
+				return
+			}
+			if len(parts) == 1 {
+				delete(t, parts[0])
+				return
+			}
+			walk(t[parts[0]], parts[1:])
+		case []any:
+			if parts[0] == "*" {
+				for _, c := range t {
+					walk(c, parts[1:])
+				}
+				return
+			}
+			if i, err := strconv.Atoi(parts[0]); err == nil && i >= 0 && i < len(t) {
+				walk(t[i], parts[1:])
+			}
+		}
+	}
+	walk(v, parts)
+}
+
+// sortCauses orders the causes of every Status in v and the list of errors
+// in its message ("...: [a, b]") the same way, so that two servers that
+// report the same errors in different orders compare equal.
+func sortCauses(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		if t["kind"] == "Status" {
+			sortStatus(t)
+		}
+		for _, c := range t {
+			sortCauses(c)
+		}
+	case []any:
+		for _, c := range t {
+			sortCauses(c)
+		}
+	}
+}
+
+func sortStatus(st map[string]any) {
+	details, _ := st["details"].(map[string]any)
+	causes, _ := details["causes"].([]any)
+	if len(causes) < 2 {
+		return
+	}
+	rendered := make([]string, len(causes))
+	for i, c := range causes {
+		m, _ := c.(map[string]any)
+		field, _ := m["field"].(string)
+		msg, _ := m["message"].(string)
+		rendered[i] = msg
+		if field != "" {
+			rendered[i] = field + ": " + msg
+		}
+	}
+	key := func(c any) string { b, _ := json.Marshal(c); return string(b) }
+	sort.SliceStable(causes, func(i, j int) bool { return key(causes[i]) < key(causes[j]) })
+	msg, _ := st["message"].(string)
+	open := strings.Index(msg, ": [")
+	if open < 0 || !strings.HasSuffix(msg, "]") {
+		return
+	}
+	inner := msg[open+3 : len(msg)-1]
+	total := 2 * (len(rendered) - 1)
+	for _, r := range rendered {
+		if !strings.Contains(inner, r) {
+			return
+		}
+		total += len(r)
+	}
+	if total != len(inner) {
+		return
+	}
+	sort.Strings(rendered)
+	st["message"] = msg[:open+3] + strings.Join(rendered, ", ") + "]"
+}

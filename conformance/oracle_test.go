@@ -1,0 +1,113 @@
+package conformance
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestOracle runs every case file against upstream apiextensions-apiserver
+// and crdplane and fails on any difference that is neither allowed nor
+// pending. CONFORMANCE_CASES (a substring of file names) narrows the run;
+// CONFORMANCE_OUT is where the diffs go (default out/); CONFORMANCE_DUMP=1
+// writes the identical answers there too.
+func TestOracle(t *testing.T) {
+	if os.Getenv("CRDPLANE_CONFORMANCE") == "" {
+		t.Skip("the oracle starts two API servers: run it with make conformance (CRDPLANE_CONFORMANCE=1)")
+	}
+	ctx := context.Background()
+	files, err := LoadFiles("cases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if only := os.Getenv("CONFORMANCE_CASES"); only != "" {
+		var kept []*File
+		for _, f := range files {
+			for _, part := range strings.Split(only, ",") {
+				if strings.Contains(f.Path, part) {
+					kept = append(kept, f)
+					break
+				}
+			}
+		}
+		files = kept
+	}
+	allow, err := LoadList("allowlist.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := LoadList("pending.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	up, err := StartUpstream(ctx, binary(t, "UPSTREAM_BIN", "upstream"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Stop()
+	cp, err := StartCrdplane(ctx, binary(t, "CRDPLANE_BIN", "crdplane"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Stop()
+	t.Logf("servers ready in %s: upstream %s, crdplane %s", time.Since(start).Round(time.Millisecond), up.URL, cp.URL)
+
+	r := &Runner{Upstream: up, Crdplane: cp, Dir: "."}
+	var results []Result
+	for _, f := range files {
+		res, err := r.RunFile(ctx, f)
+		results = append(results, res...)
+		if err != nil {
+			t.Errorf("%s: %v", f.Path, err)
+		}
+	}
+	out := os.Getenv("CONFORMANCE_OUT")
+	if out == "" {
+		out = "out"
+	}
+	if err := WriteDiffs(out, results, os.Getenv("CONFORMANCE_DUMP") != ""); err != nil {
+		t.Fatal(err)
+	}
+	s := Summarise(results, allow, pending)
+	if os.Getenv("CONFORMANCE_CASES") != "" {
+		s.Stale = nil // a partial run cannot tell
+	}
+	t.Logf("%d files in %s", len(files), time.Since(start).Round(time.Millisecond))
+	t.Log(s.Line())
+	for _, r := range s.Unexpected {
+		t.Errorf("%s (%s) differs (%s/%s.diff):\n%s", r.ID, r.Name, out, strings.ReplaceAll(r.ID, "#", "-"), r.Diff())
+	}
+	for _, id := range s.Stale {
+		t.Errorf("%s is listed in allowlist.yaml or pending.yaml but answers identically (or no longer exists): remove it", id)
+	}
+	if t.Failed() {
+		t.Logf("upstream logs:\n%s\ncrdplane logs:\n%s", up.Logs(), cp.Logs())
+	}
+}
+
+// binary returns $env, or builds the named binary into the test's temp dir.
+func binary(t *testing.T, env, which string) string {
+	if b := os.Getenv(env); b != "" {
+		return b
+	}
+	out := filepath.Join(t.TempDir(), which)
+	var cmd *exec.Cmd
+	if which == "upstream" {
+		cmd = exec.Command("go", "build", "-o", out, ".")
+		cmd.Dir = "upstream"
+		cmd.Env = append(os.Environ(), "GOWORK=off")
+	} else {
+		cmd = exec.Command("go", "build", "-o", out, "github.com/crdplane/crdplane/cmd/crdplane")
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("build %s: %v", which, err)
+	}
+	return out
+}

@@ -1,0 +1,190 @@
+// Command apiextensions-upstream runs upstream Kubernetes'
+// apiextensions-apiserver (the version pinned in this module's go.mod) on an
+// embedded etcd, on loopback, as the reference the conformance oracle
+// compares crdplane against. It is a test helper: it is built with
+// GOWORK=off (its Kubernetes libraries are older than crdplane's) and is
+// never part of a deployment.
+//
+// On start it prints one JSON line to stdout:
+//
+//	{"url":"https://127.0.0.1:NNNN","token":"..."}
+//
+// The token authenticates as a member of system:masters (the server's
+// loopback credentials). It runs until SIGTERM or SIGINT.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.etcd.io/etcd/server/v3/embed"
+
+	extensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	"k8s.io/apiextensions-apiserver/pkg/cmd/server/options"
+	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
+	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/util/openapi"
+)
+
+func main() {
+	dir := flag.String("dir", "", "working directory for etcd data and serving certificates (default: a new temporary directory, removed on exit)")
+	flag.Parse()
+	if err := run(*dir); err != nil {
+		fmt.Fprintln(os.Stderr, "apiextensions-upstream:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir string) error {
+	if dir == "" {
+		d, err := os.MkdirTemp("", "apiextensions-upstream")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	etcdURL, closeEtcd, err := startEtcd(filepath.Join(dir, "etcd"))
+	if err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	defer closeEtcd()
+
+	// The server's delegated authentication and authorization need a
+	// kubeconfig to start; nothing is ever sent to it (lookups are skipped
+	// and every request uses the loopback token, which is system:masters).
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(unusedKubeconfig), 0o600); err != nil {
+		return err
+	}
+
+	o := options.NewCustomResourceDefinitionsServerOptions(os.Stdout, os.Stderr)
+	fs := pflag.NewFlagSet("apiextensions-apiserver", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	o.RecommendedOptions.SecureServing.Listener = ln
+	o.RecommendedOptions.SecureServing.BindPort = ln.Addr().(*net.TCPAddr).Port
+	o.RecommendedOptions.SecureServing.ServerCert.CertDirectory = filepath.Join(dir, "certs")
+	o.RecommendedOptions.SecureServing.ExternalAddress = ln.Addr().(*net.TCPAddr).IP
+	if err := fs.Parse([]string{
+		"--etcd-servers", etcdURL,
+		"--authentication-skip-lookup",
+		"--authentication-kubeconfig", kubeconfig,
+		"--authorization-kubeconfig", kubeconfig,
+		"--kubeconfig", kubeconfig,
+		"--enable-priority-and-fairness=false",
+		"--disable-admission-plugins", "NamespaceLifecycle,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy",
+	}); err != nil {
+		return err
+	}
+	if err := o.Complete(); err != nil {
+		return fmt.Errorf("complete options: %w", err)
+	}
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("validate options: %w", err)
+	}
+	cfg, err := o.Config()
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	defs := openapi.GetOpenAPIDefinitionsWithoutDisabledFeatures(generatedopenapi.GetOpenAPIDefinitions)
+	cfg.GenericConfig.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(defs, openapinamer.NewDefinitionNamer(extensionsapiserver.Scheme))
+	server, err := cfg.Complete().New(genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return fmt.Errorf("new server: %w", err)
+	}
+	loopback := server.GenericAPIServer.LoopbackClientConfig
+
+	errc := make(chan error, 1)
+	go func() { errc <- server.GenericAPIServer.PrepareRun().RunWithContext(ctx) }()
+
+	line, err := json.Marshal(map[string]string{
+		"url":   "https://" + ln.Addr().String(),
+		"token": loopback.BearerToken,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(line))
+	if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// startEtcd starts a single-member etcd on free loopback ports.
+func startEtcd(dataDir string) (string, func(), error) {
+	cfg := embed.NewConfig()
+	cfg.Dir = dataDir
+	cfg.LogLevel = "error"
+	cfg.Logger = "zap"
+	client, err := freeURL()
+	if err != nil {
+		return "", nil, err
+	}
+	peer, err := freeURL()
+	if err != nil {
+		return "", nil, err
+	}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
+	cfg.InitialCluster = cfg.Name + "=" + peer.String()
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return "", nil, err
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(60 * time.Second):
+		e.Close()
+		return "", nil, errors.New("not ready after 60s")
+	}
+	slog.Debug("etcd ready", "url", client.String())
+	return client.String(), e.Close, nil
+}
+
+func freeURL() (*url.URL, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	return url.Parse("http://" + ln.Addr().String())
+}
+
+const unusedKubeconfig = `apiVersion: v1
+kind: Config
+clusters:
+- cluster:
+    server: http://127.0.0.1:1
+  name: unused
+contexts:
+- context:
+    cluster: unused
+    user: unused
+  name: unused
+current-context: unused
+users:
+- name: unused
+  user:
+    token: unused
+`
