@@ -18,6 +18,7 @@ import (
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
@@ -428,8 +429,22 @@ func finalizers(obj map[string]any) []string {
 }
 
 // causes renders field errors as Status causes: the error type as reason,
-// the field path, and the error body as message.
+// the field path, and the error body as message, worded as upstream v1.33
+// (fielderr: a compound value as %#v, e.g. a list-type duplicate's
+// map[string]interface {}{"name":"a"}).
 func causes(errs field.ErrorList) []*commonv1.StatusCause {
+	out := make([]*commonv1.StatusCause, 0, len(errs))
+	for _, e := range errs {
+		out = append(out, &commonv1.StatusCause{Reason: string(e.Type), Message: fielderr.Body(e), Field: e.Field})
+	}
+	return out
+}
+
+// crdCauses renders a CRD's field errors as causes with the library's
+// error bodies, as the registry renders the rest of a CRD's validation
+// (the values there are upstream's internal API types, which v1.33
+// prints with %#v, pointers as addresses).
+func crdCauses(errs field.ErrorList) []*commonv1.StatusCause {
 	out := make([]*commonv1.StatusCause, 0, len(errs))
 	for _, e := range errs {
 		out = append(out, &commonv1.StatusCause{Reason: string(e.Type), Message: e.ErrorBody(), Field: e.Field})

@@ -15,6 +15,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 
+	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/grpcx"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
@@ -273,7 +274,7 @@ spec:
 			{"FieldValueInvalid", ".spec.replicas", `Invalid value: -1: should be a non-negative integer`},
 			{"FieldValueInvalid", "spec.template.kind", `Invalid value: "pod_thing": may have mixed case, but should otherwise match: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')`},
 			{"FieldValueInvalid", "spec.template.metadata.name", `Invalid value: "a/b": may not contain '/'`},
-			{"FieldValueDuplicate", "spec.ports[1]", `Duplicate value: {"name":"a"}`},
+			{"FieldValueDuplicate", "spec.ports[1]", `Duplicate value: map[string]interface {}{"name":"a"}`},
 		}
 		if got := causesOf(resp); !reflect.DeepEqual(got, want) {
 			t.Errorf("causes:\n got %q\nwant %q", got, want)
@@ -413,5 +414,58 @@ func TestAdmitConcurrent(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestAdmitListTypeDuplicates: a duplicate in a list-type set (or of a
+// list-type map's keys) is reported with the duplicated value, rendered as
+// upstream v1.33 renders field.Duplicate(path.Index(i), value)
+// (listtype/validation.go; apimachinery v0.33's ErrorBody): scalars
+// plainly, strings quoted, null as "null", objects and lists with %#v.
+func TestAdmitListTypeDuplicates(t *testing.T) {
+	svc := newDirService(t)
+	client := serve(t, svc)
+	crd, err := svc.src.(*dirSource).Get(context.Background(), widgetRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := newUpstreamCRD(t, crd, "v1")
+	const create = validatorv1.Operation_OPERATION_CREATE
+	for _, tc := range []struct {
+		name, spec string
+		want       []cause
+	}{
+		{"strings", `{size: small, tags: [a, b, a, b, a]}`, []cause{
+			{"FieldValueDuplicate", "spec.tags[2]", `Duplicate value: "a"`},
+			{"FieldValueDuplicate", "spec.tags[3]", `Duplicate value: "b"`}}},
+		{"nulls", `{size: small, tags: [null, x, null]}`, []cause{
+			{"FieldValueDuplicate", "spec.tags[2]", `Duplicate value: "null"`}}},
+		{"numbers", `{size: small, codes: [1, 2.5, 1, 2.5]}`, []cause{
+			{"FieldValueDuplicate", "spec.codes[2]", `Duplicate value: 1`},
+			{"FieldValueDuplicate", "spec.codes[3]", `Duplicate value: 2.5`}}},
+		{"booleans", `{size: small, flags: [true, false, true]}`, []cause{
+			{"FieldValueDuplicate", "spec.flags[2]", `Duplicate value: true`}}},
+		{"objects", `{size: small, pairs: [{a: 1, b: x}, {a: 2}, {b: x, a: 1}]}`, []cause{
+			{"FieldValueDuplicate", "spec.pairs[2]", `Duplicate value: map[string]interface {}{"a":1, "b":"x"}`}}},
+		{"lists", `{size: small, matrix: [[1, 2], [2, 1], [1, 2]]}`, []cause{
+			{"FieldValueDuplicate", "spec.matrix[2]", `Duplicate value: []interface {}{1, 2}`}}},
+		{"map keys", `{size: small, ports: [{name: a, port: 1}, {name: a, port: 2}]}`, []cause{
+			{"FieldValueDuplicate", "spec.ports[1]", `Duplicate value: map[string]interface {}{"name":"a"}`}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := widgetMeta + "spec: " + tc.spec + "\n"
+			resp := admitWidget(t, client, create, "", "spec: "+tc.spec+"\n", "")
+			if got := causesOf(resp); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("causes:\n got %q\nwant %q", got, tc.want)
+			}
+			// Upstream's errors, rendered as v1.33 renders them.
+			var want []cause
+			for _, e := range up.create(&warningRecorder{}, up.decode(t, toJSON(t, obj), false)) {
+				want = append(want, cause{string(e.Type), e.Field, fielderr.Body(e)})
+			}
+			if !reflect.DeepEqual(want, tc.want) {
+				t.Errorf("upstream:\n got %q\nwant %q", want, tc.want)
+			}
+		})
 	}
 }

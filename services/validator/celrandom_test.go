@@ -15,6 +15,9 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/crdplane/crdplane/pkg/fielderr"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
 )
@@ -128,7 +131,7 @@ func TestAdmitCELRandomDifferential(t *testing.T) {
 		rec := &warningRecorder{}
 		o := up.decode(t, req.Object, false)
 		var want []string
-		var errs []error
+		var errs field.ErrorList
 		switch {
 		case sub == "status":
 			for _, e := range up.status(rec, o, up.decode(t, req.OldObject, true)) {
@@ -144,7 +147,7 @@ func TestAdmitCELRandomDifferential(t *testing.T) {
 			}
 		}
 		for _, e := range errs {
-			want = append(want, e.Error())
+			want = append(want, fielderr.Error(e))
 		}
 		got, want = asV133(got, want)
 		gotWarnings, upWarnings := asV133(gotWarnings, rec.warnings)

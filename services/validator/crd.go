@@ -54,7 +54,7 @@ func (s *Service) validateCRD(ctx context.Context, req *validatorv1.ValidateCRDR
 		}
 	}
 	errs := ValidateCRDSchemas(ctx, crd, old)
-	return &validatorv1.ValidateCRDResponse{Causes: causes(errs)}, nil
+	return &validatorv1.ValidateCRDResponse{Causes: crdCauses(errs)}, nil
 }
 
 // decodeCRD decodes a v1 CRD and converts it to the internal form upstream

@@ -26,6 +26,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/warning"
 
+	"github.com/crdplane/crdplane/pkg/fielderr"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
 )
@@ -268,7 +269,7 @@ func TestAdmitDifferential(t *testing.T) {
 			}
 			var wantStrings []string
 			for _, e := range want {
-				wantStrings = append(wantStrings, e.Error())
+				wantStrings = append(wantStrings, fielderr.Error(e))
 			}
 			got, wantStrings = asV133(got, wantStrings)
 			slices.Sort(got)

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apiserver/pkg/warning"
 	"sigs.k8s.io/yaml"
 
+	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/services/validator/schema"
 )
 
@@ -125,7 +126,7 @@ func (u *upstream) validate(obj, old any, budget int64) Result {
 func errStrings(r Result) []string {
 	var out []string
 	for _, e := range r.Errors {
-		out = append(out, normalizeTypeNames(e.Error()))
+		out = append(out, normalizeTypeNames(fielderr.Error(e)))
 	}
 	return out
 }

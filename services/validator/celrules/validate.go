@@ -17,6 +17,7 @@ import (
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/common"
 
+	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/services/validator/schema"
 )
 
@@ -319,7 +320,7 @@ func (w *walker) expressions(v *validator, obj, old any, r ratchet) {
 		excused := !rule.UsesOldSelf && r.excused()
 		report := func(e *field.Error) {
 			if excused {
-				w.warnings = append(w.warnings, e.Error())
+				w.warnings = append(w.warnings, fielderr.Error(e))
 			} else {
 				w.errs = append(w.errs, e)
 			}

@@ -10,6 +10,8 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
+
+	"github.com/crdplane/crdplane/pkg/fielderr"
 )
 
 const referenceDir = "../testdata/reference"
@@ -77,7 +79,7 @@ func mustCompile(t testing.TB, props *apiextensionsv1.JSONSchemaProps) *Schema {
 func errorStrings(errs field.ErrorList) []string {
 	out := make([]string, 0, len(errs))
 	for _, e := range errs {
-		out = append(out, e.Error())
+		out = append(out, fielderr.Error(e))
 	}
 	return out
 }

@@ -60,9 +60,9 @@ var keywordCases = []struct {
 		`x: Unsupported value: 3: supported values: "1", "2"`}},
 	{"enum int float", `{type: number, enum: [1, 2.5]}`, `2.5`, nil},
 	{"enum object", `{type: object, enum: [{a: 1}]}`, `{a: 2}`, []string{
-		`x: Unsupported value: {"a":2}: supported values: "{\"a\":1}"`}},
+		`x: Unsupported value: map[string]interface {}{"a":2}: supported values: "{\"a\":1}"`}},
 	{"enum null", `{type: string, nullable: true, enum: [a]}`, `null`, []string{
-		`x: Unsupported value: null: supported values: "a"`}},
+		`x: Unsupported value: "null": supported values: "a"`}},
 
 	// strings
 	{"pattern", `{type: string, pattern: '^a+$'}`, `ab`, []string{
@@ -145,13 +145,13 @@ var keywordCases = []struct {
 	{"list-type set", `{type: array, x-kubernetes-list-type: set, items: {type: string}}`, `[a, b, a, a, b]`, []string{
 		`x[2]: Duplicate value: "a"`, `x[4]: Duplicate value: "b"`}},
 	{"list-type set objects", `{type: array, x-kubernetes-list-type: set, items: {type: object, x-kubernetes-map-type: atomic, x-kubernetes-preserve-unknown-fields: true}}`, `[{a: 1}, {a: 1}]`, []string{
-		`x[1]: Duplicate value: {"a":1}`}},
+		`x[1]: Duplicate value: map[string]interface {}{"a":1}`}},
 	{"list-type map", `{type: array, x-kubernetes-list-type: map, x-kubernetes-list-map-keys: [name], items: {type: object, required: [name], properties: {name: {type: string}, v: {type: integer}}}}`,
 		`[{name: a, v: 1}, {name: b}, {name: a, v: 2}]`, []string{
-			`x[2]: Duplicate value: {"name":"a"}`}},
+			`x[2]: Duplicate value: map[string]interface {}{"name":"a"}`}},
 	{"list-type map two keys", `{type: array, x-kubernetes-list-type: map, x-kubernetes-list-map-keys: [name, port], items: {type: object, properties: {name: {type: string}, port: {type: integer}}}}`,
 		`[{name: a, port: 1}, {name: a, port: 2}, {name: a, port: 1}]`, []string{
-			`x[2]: Duplicate value: {"name":"a","port":1}`}},
+			`x[2]: Duplicate value: map[string]interface {}{"name":"a", "port":1}`}},
 
 	// objects
 	{"required", `{type: object, required: [b, a], properties: {a: {type: string}, b: {type: string}}}`, `{}`, []string{
