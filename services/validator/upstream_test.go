@@ -119,15 +119,34 @@ func newUpstreamCRD(t testing.TB, crd *CRD, version string) *upstreamCRD {
 	return &upstreamCRD{
 		structural: s,
 		create: func(rec *warningRecorder, obj *unstructured.Unstructured) field.ErrorList {
-			return strategy.Validate(ctx(rec), obj)
+			return embeddedV133(strategy.Validate(ctx(rec), obj), obj, s)
 		},
 		update: func(rec *warningRecorder, obj, old *unstructured.Unstructured) field.ErrorList {
-			return strategy.ValidateUpdate(ctx(rec), obj, old)
+			return embeddedV133(strategy.ValidateUpdate(ctx(rec), obj, old), obj, s)
 		},
 		status: func(rec *warningRecorder, obj, old *unstructured.Unstructured) field.ErrorList {
 			return statusStrategy.ValidateUpdate(ctx(rec), obj, old)
 		},
 	}
+}
+
+// embeddedV133 words errs as upstream v1.33 does where the v0.37 library
+// differs: a missing apiVersion or kind of an embedded resource is
+// "Required value: must not be empty" (the library leaves the detail
+// empty).
+func embeddedV133(errs field.ErrorList, obj *unstructured.Unstructured, s *structuralschema.Structural) field.ErrorList {
+	missing := map[string]bool{}
+	for _, e := range schemaobjectmeta.Validate(context.Background(), nil, obj.Object, s, false) {
+		if e.Type == field.ErrorTypeRequired && e.Detail == "" {
+			missing[e.Field] = true
+		}
+	}
+	for _, e := range errs {
+		if e.Type == field.ErrorTypeRequired && e.Detail == "" && missing[e.Field] {
+			e.Detail = "must not be empty"
+		}
+	}
+	return errs
 }
 
 // decode is upstream's decoder for an object (schema coercion, then
@@ -180,6 +199,8 @@ func TestAdmitDifferential(t *testing.T) {
 		{name: "widget create", crd: "widgets.example.com",
 			obj: widgetMeta + "spec: {size: huge, replicas: 3000000000, ports: [{name: a, port: 0}, {name: a}, {port: 3}], template: {apiVersion: \"a/b/c\", kind: \"\", metadata: {namespace: \"NS\"}}}\nstatus: {replicas: -1, selector: 5}\n"},
 		{name: "widget create missing", crd: "widgets.example.com", obj: widgetMeta},
+		{name: "widget embedded without type meta", crd: "widgets.example.com",
+			obj: widgetMeta + "spec: {size: small, template: {metadata: {name: x}}}\n"},
 		{name: "widget update", crd: "widgets.example.com",
 			obj: widgetMeta + "spec: {size: huge, ports: [{name: a, port: 0}, {name: a, port: 1}]}\n",
 			old: widgetMeta + "spec: {size: huge, ports: [{name: a, port: 0}, {name: b, port: 1}]}\n"},

@@ -63,11 +63,13 @@ func embedded(ctx context.Context, pth *field.Path, x any, s *Schema) field.Erro
 
 func embeddedResource(ctx context.Context, pth *field.Path, x map[string]any) field.ErrorList {
 	var errs field.ErrorList
+	// As upstream v1.33 (objectmeta/validation.go validateEmbeddedResource);
+	// later versions drop the detail.
 	if _, found := x["apiVersion"]; !found {
-		errs = append(errs, field.Required(pth.Child("apiVersion"), ""))
+		errs = append(errs, field.Required(pth.Child("apiVersion"), "must not be empty"))
 	}
 	if _, found := x["kind"]; !found {
-		errs = append(errs, field.Required(pth.Child("kind"), ""))
+		errs = append(errs, field.Required(pth.Child("kind"), "must not be empty"))
 	}
 	if v, found := x["apiVersion"]; found {
 		if apiVersion, ok := v.(string); !ok {

@@ -138,8 +138,8 @@ foo:
 
 	got := errorStrings(Validate(parseObject(t, `foo: {metadata: {name: "a/b"}}`), s))
 	wantErrs := []string{
-		`foo.apiVersion: Required value`,
-		`foo.kind: Required value`,
+		`foo.apiVersion: Required value: must not be empty`,
+		`foo.kind: Required value: must not be empty`,
 		`foo.metadata.name: Invalid value: "a/b": may not contain '/'`,
 	}
 	if !reflect.DeepEqual(got, wantErrs) {

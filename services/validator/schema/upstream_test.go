@@ -90,9 +90,23 @@ func (u *upstream) decode(obj map[string]any, dropInvalid bool) ([]string, error
 	return unknown, nil
 }
 
+// embeddedV133 is upstream's validation of embedded resources as v1.33
+// words it: a missing apiVersion or kind is "Required value: must not be
+// empty" (the v0.37 library this module builds with leaves the detail
+// empty).
+func (u *upstream) embeddedV133(obj map[string]any) field.ErrorList {
+	errs := schemaobjectmeta.Validate(context.Background(), nil, obj, u.structural, false)
+	for _, e := range errs {
+		if e.Type == field.ErrorTypeRequired && e.Detail == "" {
+			e.Detail = "must not be empty"
+		}
+	}
+	return errs
+}
+
 func (u *upstream) validate(obj map[string]any) field.ErrorList {
 	errs := apiservervalidation.ValidateCustomResource(nil, obj, u.validator)
-	errs = append(errs, schemaobjectmeta.Validate(context.Background(), nil, obj, u.structural, false)...)
+	errs = append(errs, u.embeddedV133(obj)...)
 	errs = append(errs, listtype.ValidateListSetsAndMaps(nil, u.structural, obj)...)
 	return errs
 }
@@ -100,7 +114,7 @@ func (u *upstream) validate(obj map[string]any) field.ErrorList {
 func (u *upstream) validateUpdate(obj, old map[string]any) field.ErrorList {
 	correlated := common.NewCorrelatedObject(obj, old, &model.Structural{Structural: u.structural})
 	errs := apiservervalidation.ValidateCustomResourceUpdate(nil, obj, old, u.validator, apiservervalidation.WithRatcheting(correlated))
-	errs = append(errs, schemaobjectmeta.Validate(context.Background(), nil, obj, u.structural, false)...)
+	errs = append(errs, u.embeddedV133(obj)...)
 	if len(listtype.ValidateListSetsAndMaps(nil, u.structural, old)) == 0 {
 		errs = append(errs, listtype.ValidateListSetsAndMaps(nil, u.structural, obj)...)
 	}
