@@ -135,7 +135,8 @@ func validateSpec(spec *apiextensions.CustomResourceDefinitionSpec, opts validat
 		if !topLevelSchema {
 			for i, v := range spec.Versions {
 				if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
-					errs = append(errs, field.Required(p.Child("versions").Index(i).Child("schema").Child("openAPIV3Schema"), ""))
+					// Upstream v1.33's words (later versions drop them).
+					errs = append(errs, field.Required(p.Child("versions").Index(i).Child("schema").Child("openAPIV3Schema"), "schemas are required"))
 				}
 			}
 		}

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -74,9 +75,102 @@ func TestValidationCasesMatchUpstream(t *testing.T) {
 	}
 }
 
+// schemaRequiredPath is the field of a version's missing schema.
+var schemaRequiredPath = regexp.MustCompile(`^spec\.versions\[\d+\]\.schema\.openAPIV3Schema$`)
+
+// asV133 words errs as upstream v1.33 does where the v0.37 library this
+// module builds with differs: a version without a schema is "Required
+// value: schemas are required" (the library leaves the detail empty).
+func asV133(errs field.ErrorList) field.ErrorList {
+	for _, e := range errs {
+		if e.Type == field.ErrorTypeRequired && e.Detail == "" && schemaRequiredPath.MatchString(e.Field) {
+			e.Detail = "schemas are required"
+		}
+	}
+	return errs
+}
+
 func upstreamMessage(name string, errs field.ErrorList) string {
+	errs = asV133(errs)
 	if err := invalid(name, errs); err != nil {
 		return err.Error()
 	}
 	return ""
+}
+
+// TestSchemaRequired: every way a version can lack a schema, worded as
+// upstream v1.33's validateCustomResourceDefinitionSpec: on create, and on
+// an update of a CRD whose versions all had schemas, each version without
+// one is "Required value: schemas are required" (unless the schemas are
+// identical and so at the top level); on an update of a CRD that already
+// lacked one, only served versions without a schema are, "because
+// otherwise all fields are pruned". Checked against the library as well.
+func TestSchemaRequired(t *testing.T) {
+	ctx := context.Background()
+	const v2NoSchema = `{"op":"add","path":"/spec/versions/-","value":{"name":"v2","served":true,"storage":false}}`
+	const v3Unserved = `{"op":"add","path":"/spec/versions/-","value":{"name":"v3","served":false,"storage":false}}`
+	const prefix = `CustomResourceDefinition.apiextensions.k8s.io "crontabs.stable.example.com" is invalid: `
+	decode := func(p string) *CRD {
+		crd, _, err := decodeCRD(patchedCRD(t, baseCRD, p), "Strict")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := prepareForCreate(crd); err != nil {
+			t.Fatal(err)
+		}
+		return crd
+	}
+	for _, tc := range []struct {
+		name string
+		old  string // JSON patch of baseCRD; "" for a create
+		new  string // JSON patch of baseCRD
+		want string
+	}{
+		{name: "create, the only version", new: `[{"op":"remove","path":"/spec/versions/0/schema"}]`,
+			want: prefix + "spec.versions[0].schema.openAPIV3Schema: Required value: schemas are required"},
+		{name: "create, a served and an unserved version", new: `[` + v2NoSchema + `,` + v3Unserved + `]`,
+			want: prefix + "[spec.versions[1].schema.openAPIV3Schema: Required value: schemas are required, spec.versions[2].schema.openAPIV3Schema: Required value: schemas are required]"},
+		{name: "update of a CRD with every schema", old: `[]`, new: `[` + v2NoSchema + `]`,
+			want: prefix + "spec.versions[1].schema.openAPIV3Schema: Required value: schemas are required"},
+		{name: "update of a CRD already without", old: `[` + v2NoSchema + `]`, new: `[` + v2NoSchema + `,` + v3Unserved + `]`,
+			want: prefix + "spec.versions[1].schema.openAPIV3Schema: Required value: because otherwise all fields are pruned"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			crd := decode(tc.new)
+			var err error
+			var upErrs field.ErrorList
+			in, convErr := toInternal(crd)
+			if convErr != nil {
+				t.Fatal(convErr)
+			}
+			if tc.old == "" {
+				err = validateCRDCreate(ctx, crd)
+				upErrs = upstream.ValidateCustomResourceDefinition(ctx, in)
+			} else {
+				old := decode(tc.old)
+				old.ResourceVersion = "5"
+				crd.ObjectMeta = *old.ObjectMeta.DeepCopy()
+				prepareForUpdate(crd, old)
+				err = validateCRDUpdate(ctx, crd, old)
+				if in, convErr = toInternal(crd); convErr != nil {
+					t.Fatal(convErr)
+				}
+				oldIn, convErr := toInternal(old)
+				if convErr != nil {
+					t.Fatal(convErr)
+				}
+				upErrs = upstream.ValidateCustomResourceDefinitionUpdate(ctx, in, oldIn)
+			}
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.want {
+				t.Errorf("got:\n%s\nwant:\n%s", got, tc.want)
+			}
+			if up := upstreamMessage(crd.Name, upErrs); up != tc.want {
+				t.Errorf("upstream says:\n%s\nwant:\n%s", up, tc.want)
+			}
+		})
+	}
 }
