@@ -12,7 +12,7 @@ GRPC_GATEWAY_VERSION := v2.31.0
 MODULES := . pkg proto conformance services/storage services/registry services/validator services/converter services/gateway
 SERVICES := gateway registry validator converter storage
 
-.PHONY: all build run test test-unit test-e2e generate check-generated lint tools bench clean fmt vet conformance
+.PHONY: all build run test test-unit test-e2e generate check-generated lint tools bench clean fmt vet conformance conformance-fuzz
 
 all: build
 
@@ -134,3 +134,13 @@ conformance: $(UPSTREAM_BIN)
 	$(GO) build -o $(BIN)/crdplane ./cmd/crdplane
 	cd conformance && CRDPLANE_CONFORMANCE=1 UPSTREAM_BIN=$(UPSTREAM_BIN) CRDPLANE_BIN=$(BIN)/crdplane \
 		$(GO) test -count=1 -timeout 20m -run 'TestOracle$$' -v . 2>&1 | grep -v -E '^\s+[IWE][0-9]{4} ' ; exit $${PIPESTATUS[0]}
+
+## conformance-fuzz: the oracle's fuzz mode: the operators' objects with many
+## seeded variants each (SEED, default: the time; VARIANTS, default 25). A
+## difference found is reproduced with the same SEED and VARIANTS.
+conformance-fuzz: $(UPSTREAM_BIN)
+	$(GO) build -o $(BIN)/crdplane ./cmd/crdplane
+	@seed=$${SEED:-$$(date +%s)}; echo "conformance-fuzz: SEED=$$seed VARIANTS=$${VARIANTS:-25}"; \
+	cd conformance && CRDPLANE_CONFORMANCE=1 CONFORMANCE_CASES=operators/ CONFORMANCE_SEED=$$seed CONFORMANCE_VARIANTS=$${VARIANTS:-25} \
+		UPSTREAM_BIN=$(UPSTREAM_BIN) CRDPLANE_BIN=$(BIN)/crdplane \
+		$(GO) test -count=1 -timeout 30m -run 'TestOracle$$' -v . 2>&1 | grep -v -E '^\s+[IWE][0-9]{4} ' ; exit $${PIPESTATUS[0]}

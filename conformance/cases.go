@@ -68,6 +68,9 @@ type Request struct {
 	// UnorderedErrors: the order of a Status's causes (and of the list in
 	// its message) is not compared, for errors upstream reports in map order.
 	UnorderedErrors bool `json:"unorderedErrors,omitempty"`
+	// SkipUnresolved skips the step when a ${variable} it uses was never
+	// captured (generated updates of objects whose create failed).
+	SkipUnresolved bool `json:"skipUnresolved,omitempty"`
 	// CompareStatusOnly compares status code and headers only.
 	CompareStatusOnly bool `json:"compareStatusOnly,omitempty"`
 }

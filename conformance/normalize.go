@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // What legitimately differs between two servers given the same requests,
@@ -17,6 +19,11 @@ var (
 	// timeRE finds RFC 3339 timestamps; only those within a day of now are
 	// replaced (set by the servers, not by the cases, which use fixed dates).
 	timeRE = regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})`)
+	// pointerRE finds the address of a pointer rendered with %#v, as in
+	// upstream's "Invalid value: []apiextensions.CustomResourceDefinitionVersion{...
+	// Schema:(*apiextensions.CustomResourceValidation)(0xc000a1b2c8) ...}":
+	// an address of the reference's heap, different on every run.
+	pointerRE = regexp.MustCompile(`(\(\*[A-Za-z0-9_.]+\))\(0x[0-9a-f]+\)`)
 )
 
 // normalizer rewrites one server's answers.
@@ -49,6 +56,25 @@ func (n normalizer) JSON(b []byte, ignore []string, unorderedErrors bool) (strin
 	return strings.TrimSuffix(out.String(), "\n"), true
 }
 
+// YAML normalises a YAML answer as JSON does (the same placeholders, the
+// same dropped fields) and renders it back as YAML with sorted keys. ok is
+// false when b is not YAML.
+func (n normalizer) YAML(b []byte, ignore []string, unorderedErrors bool) (string, bool) {
+	j, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return "", false
+	}
+	s, ok := n.JSON(j, ignore, unorderedErrors)
+	if !ok {
+		return "", false
+	}
+	y, err := yaml.JSONToYAML([]byte(s))
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSuffix(string(y), "\n"), true
+}
+
 func decodeJSON(b []byte) (any, bool) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
@@ -71,6 +97,9 @@ func (n normalizer) value(key string, v any) any {
 		}
 		if md, ok := t["metadata"].(map[string]any); ok {
 			n.metadata(md)
+		}
+		if t["kind"] == "CustomResourceDefinition" {
+			sortConditions(t)
 		}
 		return t
 	case []any:
@@ -114,6 +143,9 @@ func (n normalizer) String(key, s string) string {
 		if _, err := strconv.ParseUint(s, 10, 64); err == nil {
 			return "<resourceVersion>"
 		}
+	}
+	if strings.Contains(s, ")(0x") {
+		s = pointerRE.ReplaceAllString(s, "${1}(<pointer>)")
 	}
 	return timeRE.ReplaceAllStringFunc(s, func(ts string) string {
 		t, err := time.Parse(time.RFC3339Nano, ts)
@@ -223,4 +255,15 @@ func sortStatus(st map[string]any) {
 	}
 	sort.Strings(rendered)
 	st["message"] = msg[:open+3] + strings.Join(rendered, ", ") + "]"
+}
+
+// sortConditions orders a CRD's status conditions by type: upstream's
+// controllers (names, establishing, API approval, non-structural) each add
+// their condition when they first run, concurrently, so the order of the
+// list is a race.
+func sortConditions(crd map[string]any) {
+	st, _ := crd["status"].(map[string]any)
+	conds, _ := st["conditions"].([]any)
+	typ := func(c any) string { m, _ := c.(map[string]any); s, _ := m["type"].(string); return s }
+	sort.SliceStable(conds, func(i, j int) bool { return typ(conds[i]) < typ(conds[j]) })
 }

@@ -2,9 +2,11 @@ package conformance
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +26,11 @@ func TestOracle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ops, err := operatorFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, ops...)
 	if only := os.Getenv("CONFORMANCE_CASES"); only != "" {
 		var kept []*File
 		for _, f := range files {
@@ -89,6 +96,41 @@ func TestOracle(t *testing.T) {
 	if t.Failed() {
 		t.Logf("upstream logs:\n%s\ncrdplane logs:\n%s", up.Logs(), cp.Logs())
 	}
+}
+
+// operatorFiles builds the case files of the operators in operators.yaml.
+// CONFORMANCE_SEED (default 1) seeds the variants, CONFORMANCE_VARIANTS
+// (default 3) says how many of each object: a larger number with a new seed
+// each time is the oracle's fuzz mode (make conformance-fuzz).
+func operatorFiles() ([]*File, error) {
+	ops, err := LoadOperators("operators.yaml")
+	if err != nil {
+		return nil, err
+	}
+	seed, variants := int64(1), 3
+	if v := os.Getenv("CONFORMANCE_SEED"); v != "" {
+		if seed, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return nil, fmt.Errorf("CONFORMANCE_SEED: %w", err)
+		}
+	}
+	if v := os.Getenv("CONFORMANCE_VARIANTS"); v != "" {
+		if variants, err = strconv.Atoi(v); err != nil {
+			return nil, fmt.Errorf("CONFORMANCE_VARIANTS: %w", err)
+		}
+	}
+	var files []*File
+	for _, o := range ops {
+		dir, err := o.ModuleDir()
+		if err != nil {
+			return nil, err
+		}
+		f, err := OperatorFile(o, dir, seed, variants)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", o.Name, err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
 }
 
 // binary returns $env, or builds the named binary into the test's temp dir.

@@ -27,6 +27,9 @@ type Result struct {
 	Upstream  string // normalised rendering
 	Crdplane  string
 	Identical bool
+	// Skipped: a generated step whose variables were never captured (the
+	// object it updates was not created); not counted.
+	Skipped bool
 }
 
 // Diff is a line diff of the two renderings (- upstream, + crdplane).
@@ -81,7 +84,9 @@ func (r *Runner) RunFile(ctx context.Context, f *File) ([]Result, error) {
 			if err != nil {
 				return results, fmt.Errorf("%s (%s): %w", id, st.Name, err)
 			}
-			results = append(results, res)
+			if !res.Skipped {
+				results = append(results, res)
+			}
 		case "waitEstablished":
 			for _, s := range sides {
 				if err := waitEstablished(ctx, s.srv, st.WaitEstablished); err != nil {
@@ -170,6 +175,14 @@ func (r *Runner) request(ctx context.Context, f *File, id string, st Step, sides
 		return Result{}, err
 	}
 	res := Result{ID: id, Name: st.Name}
+	for _, s := range sides {
+		if m := varRE.FindString(s.subst(req.Path) + s.subst(string(body))); m != "" {
+			if req.SkipUnresolved {
+				return Result{Skipped: true}, nil
+			}
+			return res, fmt.Errorf("%s: %s was never captured", s.srv.Name, m)
+		}
+	}
 	var codes [2]int
 	for i, s := range sides {
 		h := http.Header{}
@@ -206,7 +219,10 @@ func (r *Runner) request(ctx context.Context, f *File, id string, st Step, sides
 		if len(req.Capture) > 0 {
 			v, _ := decodeJSON(rb)
 			for name, p := range req.Capture {
-				s.vars[name] = lookup(v, p)
+				// A failed request keeps the value captured before.
+				if val := lookup(v, p); val != "" {
+					s.vars[name] = val
+				}
 			}
 		}
 		if req.Method == http.MethodPost && path == crdCollection && resp.StatusCode < 300 {
@@ -244,6 +260,8 @@ func (s *side) render(resp *http.Response, b []byte, req *Request) string {
 	sb.WriteString("\n")
 	if j, ok := s.norm.JSON(b, req.Ignore, req.UnorderedErrors); ok {
 		sb.WriteString(j)
+	} else if y, ok := s.norm.YAML(b, req.Ignore, req.UnorderedErrors); ok && strings.Contains(resp.Header.Get("Content-Type"), "yaml") {
+		sb.WriteString(y)
 	} else {
 		sb.WriteString(s.norm.String("", string(b)))
 	}
