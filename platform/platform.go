@@ -11,10 +11,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,8 +52,15 @@ type Config struct {
 	ListenAddr string
 	// KubeconfigPath, when set, receives a kubeconfig for the platform.
 	KubeconfigPath string
-	// Token is the bearer token clients use; generated when empty.
+	// Token is the bearer token clients use; when empty, the one kept in
+	// CredentialsDir, else a generated one.
 	Token string
+	// CredentialsDir, when set, keeps the CA, the serving certificate and
+	// the generated token across restarts, so a kubeconfig written once
+	// stays valid. Empty: new ones each start.
+	CredentialsDir string
+	// RotateCredentials replaces the kept CA, certificate and token.
+	RotateCredentials bool
 	// Hosts are extra names and IPs for the serving certificate.
 	Hosts []string
 	// Conversion configures webhook conversion (coalescing, chunking,
@@ -86,7 +95,11 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 		cfg.ListenAddr = "127.0.0.1:6443"
 	}
 	if cfg.Token == "" {
-		cfg.Token = randomToken()
+		t, err := keptToken(cfg.CredentialsDir, cfg.RotateCredentials)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Token = t
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &Platform{Token: cfg.Token, cancel: cancel, errs: make(chan error, 8)}
@@ -146,7 +159,12 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 			dnsNames = append(dnsNames, h)
 		}
 	}
-	pki, err := localpki.Generate(dnsNames, ips)
+	var pki *localpki.PKI
+	if cfg.CredentialsDir != "" {
+		pki, err = localpki.LoadOrGenerate(cfg.CredentialsDir, dnsNames, ips, cfg.RotateCredentials)
+	} else {
+		pki, err = localpki.Generate(dnsNames, ips)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("certificates: %w", err)
 	}
@@ -254,6 +272,32 @@ func (p *Platform) Close() error {
 		slog.Debug("platform close", "errors", errs)
 	}
 	return errors.Join(errs...)
+}
+
+// keptToken returns the token kept in dir (written on first use), or a new
+// one when dir is empty or rotate is set.
+func keptToken(dir string, rotate bool) (string, error) {
+	if dir == "" {
+		return randomToken(), nil
+	}
+	path := filepath.Join(dir, "token")
+	if !rotate {
+		b, err := os.ReadFile(path)
+		if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			return strings.TrimSpace(string(b)), nil
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("token: %w", err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("token: %w", err)
+	}
+	t := randomToken()
+	if err := os.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("token: %w", err)
+	}
+	return t, nil
 }
 
 func randomToken() string {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -60,7 +61,9 @@ func run(args []string) error {
 	var etcdTLS etcdtls.Config
 	etcdTLS.RegisterFlags(fs)
 	kubeconfig := fs.String("kubeconfig", ".run/kubeconfig", "where to write a kubeconfig for this server")
-	token := fs.String("token", "", "bearer token to accept (default: generated)")
+	token := fs.String("token", "", "bearer token to accept (default: the one kept in the credentials directory, generated on first start)")
+	credentials := fs.String("credentials-dir", "", "where the CA, serving certificate and generated token are kept across restarts (default: <data-dir>/pki)")
+	rotate := fs.Bool("rotate-credentials", false, "replace the kept CA, serving certificate and token (clients need the new kubeconfig)")
 	hosts := fs.String("hosts", "", "extra comma-separated DNS names/IPs for the serving certificate")
 	logFormat := fs.String("log-format", "text", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -79,15 +82,20 @@ func run(args []string) error {
 	}
 	defer shutdown(context.Background())
 
+	if *credentials == "" {
+		*credentials = filepath.Join(*dataDir, "pki")
+	}
 	p, err := platform.Start(ctx, platform.Config{
-		DataDir:        *dataDir,
-		EtcdEndpoints:  splitList(*etcd),
-		EtcdTLS:        etcdTLS,
-		ListenAddr:     *listen,
-		KubeconfigPath: *kubeconfig,
-		Token:          *token,
-		Hosts:          splitList(*hosts),
-		Conversion:     conversion,
+		DataDir:           *dataDir,
+		EtcdEndpoints:     splitList(*etcd),
+		EtcdTLS:           etcdTLS,
+		ListenAddr:        *listen,
+		KubeconfigPath:    *kubeconfig,
+		Token:             *token,
+		CredentialsDir:    *credentials,
+		RotateCredentials: *rotate,
+		Hosts:             splitList(*hosts),
+		Conversion:        conversion,
 	})
 	if err != nil {
 		return err

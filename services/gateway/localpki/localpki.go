@@ -68,9 +68,25 @@ func Generate(hosts []string, ips []net.IP) (*PKI, error) {
 		return nil, fmt.Errorf("localpki: CA certificate: %w", err)
 	}
 
+	caKeyPEM, err := keyPEM(caKey)
+	if err != nil {
+		return nil, err
+	}
+	p := &PKI{
+		CACertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		CAKeyPEM:  caKeyPEM,
+	}
+	if err := p.issueServing(caCert, caKey, hosts, ips, now); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// issueServing signs a new serving certificate and key for hosts and ips.
+func (p *PKI) issueServing(caCert *x509.Certificate, caKey *ecdsa.PrivateKey, hosts []string, ips []net.IP, now time.Time) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("localpki: serving key: %w", err)
+		return fmt.Errorf("localpki: serving key: %w", err)
 	}
 	cn := "crdplane"
 	if len(hosts) > 0 {
@@ -88,24 +104,15 @@ func Generate(hosts []string, ips []net.IP) (*PKI, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
 	if err != nil {
-		return nil, fmt.Errorf("localpki: serving certificate: %w", err)
-	}
-	caKeyPEM, err := keyPEM(caKey)
-	if err != nil {
-		return nil, err
+		return fmt.Errorf("localpki: serving certificate: %w", err)
 	}
 	servingKeyPEM, err := keyPEM(key)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	servingPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	return &PKI{
-		CACertPEM:      caPEM,
-		CAKeyPEM:       caKeyPEM,
-		ServingCertPEM: append(servingPEM, caPEM...),
-		ServingKeyPEM:  servingKeyPEM,
-	}, nil
+	p.ServingCertPEM = append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), p.CACertPEM...)
+	p.ServingKeyPEM = servingKeyPEM
+	return nil
 }
 
 func keyPEM(k *ecdsa.PrivateKey) ([]byte, error) {
