@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -99,4 +100,117 @@ func TestWebhookConversion(t *testing.T) {
 	if last := calls[len(calls)-1]; last.GetVersion() != "v1beta1" || objectAPIVersion(last.GetObject()) != "stable.example.com/v1beta1" {
 		t.Fatalf("admitted at %q / %q", last.GetVersion(), objectAPIVersion(last.GetObject()))
 	}
+}
+
+// TestConversionPrunesToTargetSchema: an object converted to another
+// version carries only what that version's schema specifies, as upstream's
+// schemaCoercingConverter prunes after every conversion: reads at a version
+// other than the storage version (single objects and lists), and writes at
+// another version, stored pruned to the storage version's schema. Under
+// None conversion a version with the same schema keeps everything; what a
+// webhook adds is pruned too.
+func TestConversionPrunesToTargetSchema(t *testing.T) {
+	props := func(extra ...string) map[string]any {
+		p := map[string]any{
+			"x":      map[string]any{"type": "string"},
+			"nested": map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "string"}}},
+		}
+		for _, e := range extra {
+			switch e {
+			case "nested.b":
+				p["nested"].(map[string]any)["properties"].(map[string]any)["b"] = map[string]any{"type": "string"}
+			default:
+				p[e] = map[string]any{"type": "string"}
+			}
+		}
+		return map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "properties": map[string]any{
+			"spec": map[string]any{"type": "object", "properties": p},
+		}}}
+	}
+	version := func(name string, storage bool, schema map[string]any) map[string]any {
+		return map[string]any{"name": name, "served": true, "storage": storage, "schema": schema}
+	}
+	full := map[string]any{"x": "1", "only1": "o", "nested": map[string]any{"a": "a", "b": "b"}}
+	// The spec read at each version: v1 (storage) and v3 share a schema.
+	want := map[string]map[string]any{"v1": full, "v2": {"x": "1", "nested": map[string]any{"a": "a"}}, "v3": full}
+	for _, tc := range []struct {
+		name    string
+		webhook bool
+	}{{name: "None"}, {name: "Webhook", webhook: true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newTestGateway(t)
+			crd := map[string]any{
+				"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+				"metadata": map[string]any{"name": "things.conv.example.com"},
+				"spec": map[string]any{"group": "conv.example.com", "scope": "Namespaced",
+					"names": map[string]any{"plural": "things", "singular": "thing", "kind": "Thing", "listKind": "ThingList"},
+					"versions": []any{
+						version("v1", true, props("only1", "nested.b")),
+						version("v2", false, props("only2")),
+						version("v3", false, props("only1", "nested.b")),
+					}},
+			}
+			if tc.webhook {
+				url, ca := addingConversionWebhook(t)
+				crd["spec"].(map[string]any)["conversion"] = map[string]any{"strategy": "Webhook", "webhook": map[string]any{
+					"conversionReviewVersions": []any{"v1"},
+					"clientConfig":             map[string]any{"url": url, "caBundle": ca},
+				}}
+			}
+			g.createCRD(crd)
+			at := func(v string) string { return "/apis/conv.example.com/" + v + "/namespaces/default/things" }
+			thing := func(v, name string, spec map[string]any) map[string]any {
+				return map[string]any{"apiVersion": "conv.example.com/" + v, "kind": "Thing", "metadata": map[string]any{"name": name}, "spec": spec}
+			}
+			g.expect(http.StatusCreated, "POST", at("v1"), thing("v1", "a", full))
+			for v, want := range want {
+				if got := g.expect(http.StatusOK, "GET", at(v)+"/a", nil)["spec"]; !reflect.DeepEqual(got, want) {
+					t.Errorf("GET at %s: spec %v, want %v", v, got, want)
+				}
+				items := g.expect(http.StatusOK, "GET", at(v), nil)["items"].([]any)
+				if got := items[0].(map[string]any)["spec"]; len(items) != 1 || !reflect.DeepEqual(got, want) {
+					t.Errorf("list at %s: spec %v, want %v", v, got, want)
+				}
+			}
+			// A write at v2 is stored pruned to v1's schema.
+			g.expect(http.StatusCreated, "POST", at("v2"), thing("v2", "b", map[string]any{"x": "2", "only2": "o"}))
+			for _, v := range []string{"v1", "v2"} {
+				if got := g.expect(http.StatusOK, "GET", at(v)+"/b", nil)["spec"]; !reflect.DeepEqual(got, map[string]any{"x": "2"}) {
+					t.Errorf("v2 write read at %s: spec %v, want only x", v, got)
+				}
+			}
+		})
+	}
+}
+
+// addingConversionWebhook is conversionWebhook that also adds
+// spec.fromWebhook, which no schema specifies.
+func addingConversionWebhook(t *testing.T) (url string, caBundle []byte) {
+	t.Helper()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var review apiextensionsv1.ConversionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+			http.Error(w, "bad review", http.StatusBadRequest)
+			return
+		}
+		resp := &apiextensionsv1.ConversionResponse{UID: review.Request.UID, Result: metav1.Status{Status: metav1.StatusSuccess}}
+		for _, o := range review.Request.Objects {
+			var obj map[string]any
+			if err := json.Unmarshal(o.Raw, &obj); err != nil {
+				http.Error(w, "bad object", http.StatusBadRequest)
+				return
+			}
+			obj["apiVersion"] = review.Request.DesiredAPIVersion
+			if spec, ok := obj["spec"].(map[string]any); ok {
+				spec["fromWebhook"] = true
+			}
+			b, _ := json.Marshal(obj)
+			resp.ConvertedObjects = append(resp.ConvertedObjects, runtime.RawExtension{Raw: b})
+		}
+		review.Request, review.Response = nil, resp
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(&review)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/convert", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 }

@@ -20,20 +20,35 @@ import (
 // large lists itself). The converter's errors (a Status: 500 InternalError
 // "conversion webhook for <gvk> failed: ..." as upstream) pass through
 // unchanged; an unreachable converter is 503.
+//
+// A converted object is then coerced to the target version's schema, as
+// upstream's schemaCoercingConverter does after every conversion (reads at
+// another version than the stored one, writes to the storage version):
+// what that schema does not specify is pruned. Under None conversion an
+// object converted from a version with the very same schema is left as it
+// is (it has nothing to prune).
 func (a *kubeAPI) convertObjects(ctx context.Context, r *resource, apiVersion string, objs [][]byte) ([][]byte, error) {
 	if len(objs) == 0 {
 		return objs, nil
 	}
+	pr, err := a.schemas.pruner(r, versionOf(apiVersion))
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
 	if !r.webhookConversion() {
 		out := make([][]byte, len(objs))
 		for i, o := range objs {
-			if c, ok := setAPIVersion(o, apiVersion); ok {
-				out[i] = c
-				continue
+			from := versionOf(objectAPIVersion(o))
+			c, ok := setAPIVersion(o, apiVersion)
+			if !ok {
+				if c, err = convert.None(o, apiVersion); err != nil {
+					return nil, apierrors.NewInternalError(fmt.Errorf("convert to %s: %w", apiVersion, err))
+				}
 			}
-			c, err := convert.None(o, apiVersion)
-			if err != nil {
-				return nil, apierrors.NewInternalError(fmt.Errorf("convert to %s: %w", apiVersion, err))
+			if pr.needed(from) {
+				if c, err = pr.apply(c); err != nil {
+					return nil, apierrors.NewInternalError(err)
+				}
 			}
 			out[i] = c
 		}
@@ -64,9 +79,21 @@ func (a *kubeAPI) convertObjects(ctx context.Context, r *resource, apiVersion st
 		return nil, apierrors.NewInternalError(fmt.Errorf("converter returned %d objects for %d", len(resp.GetObjects()), len(pending)))
 	}
 	for j, i := range idx {
-		out[i] = resp.GetObjects()[j]
+		// What a webhook returns is coerced whatever the versions' schemas.
+		if out[i], err = pr.apply(resp.GetObjects()[j]); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
 	}
 	return out, nil
+}
+
+// versionOf is the version of an apiVersion ("stable.example.com/v1" ->
+// "v1").
+func versionOf(apiVersion string) string {
+	if i := strings.LastIndexByte(apiVersion, '/'); i >= 0 {
+		return apiVersion[i+1:]
+	}
+	return apiVersion
 }
 
 // readObjects turns objects read from storage into what the client reads:

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/crdplane/crdplane/services/validator/schema"
 )
@@ -23,6 +24,12 @@ type schemaCache struct {
 type compiledSchema struct {
 	s        *schema.Schema
 	defaults bool
+	// props is the version's schema as the CRD declares it (nil: none).
+	props *apiextensionsv1.JSONSchemaProps
+	// sameAs caches, per other version of the CRD, whether its schema is
+	// this version's (then an object converted from it has nothing to
+	// prune here). Guarded by schemaCache.mu.
+	sameAs map[string]bool
 }
 
 type schemaKey struct {
@@ -60,7 +67,7 @@ func (c *schemaCache) compiled(r *resource, version string) (*compiledSchema, er
 	if err != nil {
 		return nil, fmt.Errorf("CRD %s version %s: %w", r.crd.Name, version, err)
 	}
-	cs = &compiledSchema{s: s, defaults: hasDefault(props)}
+	cs = &compiledSchema{s: s, defaults: hasDefault(props), props: props}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -147,4 +154,67 @@ func (c *schemaCache) asDecoded(r *resource, obj object) error {
 	}
 	schema.Default(obj, s)
 	return nil
+}
+
+// conversionPruner is what upstream's schemaCoercingConverter applies to an
+// object after converting it to a version: its decoder's coercion at that
+// version's schema (root metadata round trip, pruning of the fields the
+// schema does not specify, embedded resources' metadata), so that an object
+// read at (or written to) another version than it was at carries only
+// what the target schema keeps. Defaults are not applied (upstream's
+// storage codec defaults before converting, at the object's own version).
+type conversionPruner struct {
+	c      *schemaCache
+	r      *resource
+	target string // the version converted to
+	cs     *compiledSchema
+}
+
+// pruner returns the pruner of conversions of r's objects to version.
+func (c *schemaCache) pruner(r *resource, version string) (*conversionPruner, error) {
+	cs, err := c.compiled(r, version)
+	if err != nil {
+		return nil, err
+	}
+	return &conversionPruner{c: c, r: r, target: version, cs: cs}, nil
+}
+
+// needed reports whether an object converted from version from may carry
+// what the target schema prunes: from is another version whose schema
+// differs from the target's ("" or an unknown version: assume it does).
+func (p *conversionPruner) needed(from string) bool {
+	if from == p.target {
+		return false
+	}
+	p.c.mu.Lock()
+	same, ok := p.cs.sameAs[from]
+	p.c.mu.Unlock()
+	if ok {
+		return !same
+	}
+	same = false
+	if other, err := p.c.compiled(p.r, from); err == nil {
+		same = equality.Semantic.DeepEqual(other.props, p.cs.props)
+	}
+	p.c.mu.Lock()
+	if p.cs.sameAs == nil {
+		p.cs.sameAs = map[string]bool{}
+	}
+	p.cs.sameAs[from] = same
+	p.c.mu.Unlock()
+	return !same
+}
+
+// apply coerces one converted object (JSON) to the target schema, as
+// upstream's unstructuredSchemaCoercer after a conversion (malformed
+// metadata is an error there, not dropped).
+func (p *conversionPruner) apply(obj []byte) ([]byte, error) {
+	o, err := decodeObject(obj)
+	if err != nil {
+		return nil, fmt.Errorf("converted object: %w", err)
+	}
+	if _, err := schema.Normalize(o, p.cs.s, false); err != nil {
+		return nil, fmt.Errorf("converted object: %w", err)
+	}
+	return encodeObject(o)
 }
