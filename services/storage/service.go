@@ -47,7 +47,9 @@ type Config struct {
 	// client (default "warn").
 	EtcdLogLevel string
 	// EmbeddedClientURL and EmbeddedPeerURL are the embedded etcd's listen
-	// URLs (default: free loopback ports).
+	// URLs. Default: clients on a unix socket in DataDir (only this user
+	// reaches it), the peer listener on a free loopback port that requires
+	// a client certificate only this process has.
 	EmbeddedClientURL string
 	EmbeddedPeerURL   string
 	// AutoCompactionRetention is the embedded etcd's periodic compaction
@@ -77,8 +79,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.EtcdDialTimeout, "etcd-dial-timeout", 5*time.Second, "timeout for connecting to etcd")
 	fs.DurationVar(&c.EtcdStartTimeout, "etcd-start-timeout", 60*time.Second, "timeout for the embedded etcd to become ready")
 	fs.StringVar(&c.EtcdLogLevel, "etcd-log-level", "warn", "log level of etcd's own logs (debug, info, warn, error)")
-	fs.StringVar(&c.EmbeddedClientURL, "etcd-listen-client-url", "http://127.0.0.1:0", "client URL of the embedded etcd (port 0: a free port)")
-	fs.StringVar(&c.EmbeddedPeerURL, "etcd-listen-peer-url", "http://127.0.0.1:0", "peer URL of the embedded etcd (port 0: a free port)")
+	fs.StringVar(&c.EmbeddedClientURL, "etcd-listen-client-url", "", "client URL of the embedded etcd (default: a unix socket in the data directory; http://127.0.0.1:0 opens an unauthenticated TCP port)")
+	fs.StringVar(&c.EmbeddedPeerURL, "etcd-listen-peer-url", "", "peer URL of the embedded etcd (default: https on a free loopback port, with client-certificate authentication)")
 	fs.StringVar(&c.AutoCompactionRetention, "etcd-auto-compaction-retention", "5m", "periodic compaction retention of the embedded etcd (0: never compact)")
 	fs.DurationVar(&c.BookmarkInterval, "watch-bookmark-interval", time.Minute, "interval between BOOKMARK events of watches that allow them")
 	fs.BoolFunc("watch-cache", "share one etcd watch among the watches of a resource (default true; --watch-cache=false disables)", func(s string) error {
@@ -108,12 +110,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.EtcdLogLevel == "" {
 		c.EtcdLogLevel = "warn"
-	}
-	if c.EmbeddedClientURL == "" {
-		c.EmbeddedClientURL = "http://127.0.0.1:0"
-	}
-	if c.EmbeddedPeerURL == "" {
-		c.EmbeddedPeerURL = "http://127.0.0.1:0"
 	}
 	if c.BookmarkInterval <= 0 {
 		c.BookmarkInterval = time.Minute
