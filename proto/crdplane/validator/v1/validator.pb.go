@@ -93,8 +93,24 @@ type AdmitRequest struct {
 	// "spec.y"`; under Warn they come back as warnings `unknown field
 	// "spec.x"`; under Ignore they are dropped silently.
 	FieldValidation string `protobuf:"bytes,7,opt,name=field_validation,json=fieldValidation,proto3" json:"field_validation,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Strict decoding errors the caller found in the request body before it
+	// decoded it: the body's duplicate fields, worded as upstream's decoder
+	// (sigs.k8s.io/json) words them, e.g. `duplicate field "spec.x"`. They
+	// come first: under Strict in the strict decoding error (`strict decoding
+	// error: duplicate field "spec.x", unknown field "spec.y"`), under Warn
+	// (or "") as the first warnings; under Ignore they are dropped.
+	StrictErrors []string `protobuf:"bytes,8,rep,name=strict_errors,json=strictErrors,proto3" json:"strict_errors,omitempty"`
+	// The object as the request carried it (JSON, at `version`), when the
+	// caller's preparation of `object` dropped part of it: .status on a write
+	// of the main resource of a CRD with a status subresource, everything but
+	// .status on a status write. Upstream's decoder finds unknown fields in
+	// the whole request, before its strategies drop those parts; so does the
+	// validator, in this object when it is set (else in `object`). Only its
+	// unknown fields (and decoding errors) count: `object` is what is
+	// validated and returned.
+	RequestObject []byte `protobuf:"bytes,9,opt,name=request_object,json=requestObject,proto3" json:"request_object,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AdmitRequest) Reset() {
@@ -174,6 +190,20 @@ func (x *AdmitRequest) GetFieldValidation() string {
 		return x.FieldValidation
 	}
 	return ""
+}
+
+func (x *AdmitRequest) GetStrictErrors() []string {
+	if x != nil {
+		return x.StrictErrors
+	}
+	return nil
+}
+
+func (x *AdmitRequest) GetRequestObject() []byte {
+	if x != nil {
+		return x.RequestObject
+	}
+	return nil
 }
 
 type AdmitResponse struct {
@@ -359,7 +389,7 @@ var File_crdplane_validator_v1_validator_proto protoreflect.FileDescriptor
 
 const file_crdplane_validator_v1_validator_proto_rawDesc = "" +
 	"\n" +
-	"%crdplane/validator/v1/validator.proto\x12\x15crdplane.validator.v1\x1a\x1fcrdplane/common/v1/common.proto\"\x9a\x02\n" +
+	"%crdplane/validator/v1/validator.proto\x12\x15crdplane.validator.v1\x1a\x1fcrdplane/common/v1/common.proto\"\xe6\x02\n" +
 	"\fAdmitRequest\x12,\n" +
 	"\x03crd\x18\x01 \x01(\v2\x1a.crdplane.common.v1.CRDRefR\x03crd\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12>\n" +
@@ -368,7 +398,9 @@ const file_crdplane_validator_v1_validator_proto_rawDesc = "" +
 	"\n" +
 	"old_object\x18\x05 \x01(\fR\toldObject\x12 \n" +
 	"\vsubresource\x18\x06 \x01(\tR\vsubresource\x12)\n" +
-	"\x10field_validation\x18\a \x01(\tR\x0ffieldValidation\"|\n" +
+	"\x10field_validation\x18\a \x01(\tR\x0ffieldValidation\x12#\n" +
+	"\rstrict_errors\x18\b \x03(\tR\fstrictErrors\x12%\n" +
+	"\x0erequest_object\x18\t \x01(\fR\rrequestObject\"|\n" +
 	"\rAdmitResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\x127\n" +
 	"\x06causes\x18\x02 \x03(\v2\x1f.crdplane.common.v1.StatusCauseR\x06causes\x12\x1a\n" +
