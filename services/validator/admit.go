@@ -74,26 +74,41 @@ func (s *Service) admit(ctx context.Context, req *validatorv1.AdmitRequest) (*va
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("CustomResourceDefinition %s version %s has no status subresource", cv.crdName, cv.version))
 	}
 
+	// Upstream's decoder decodes the whole request before the strategies
+	// drop parts of it: its errors come first, and its unknown fields are
+	// those of the whole request.
+	var reqUnknown []string
+	hasReqObject := len(req.GetRequestObject()) > 0 && req.GetFieldValidation() != metav1.FieldValidationIgnore
+	if hasReqObject {
+		if reqUnknown, err = a.unknownFields(req.GetRequestObject()); err != nil {
+			return nil, err
+		}
+	}
 	obj, unknown, err := a.decode(req.GetObject(), false)
 	if err != nil {
 		return nil, err
 	}
-	// Unknown fields, as upstream's decoder under the fieldValidation
-	// directive: Strict fails before anything is validated.
+	if hasReqObject {
+		unknown = reqUnknown
+	}
+	// Strict decoding errors (the caller's duplicate fields, then unknown
+	// fields), as upstream's decoder under the fieldValidation directive:
+	// Strict fails before anything is validated.
+	var strictErrs []string
+	if req.GetFieldValidation() != metav1.FieldValidationIgnore {
+		strictErrs = append(strictErrs, req.GetStrictErrors()...)
+		for _, path := range unknown {
+			strictErrs = append(strictErrs, fmt.Sprintf("unknown field %q", path))
+		}
+	}
 	switch req.GetFieldValidation() {
 	case metav1.FieldValidationStrict:
-		if len(unknown) > 0 {
-			msgs := make([]string, len(unknown))
-			for i, path := range unknown {
-				msgs[i] = fmt.Sprintf("unknown field %q", path)
-			}
-			return nil, apierrors.NewBadRequest(a.cannotHandle(errors.New("strict decoding error: " + strings.Join(msgs, ", "))))
+		if len(strictErrs) > 0 {
+			return nil, apierrors.NewBadRequest(a.cannotHandle(errors.New("strict decoding error: " + strings.Join(strictErrs, ", "))))
 		}
 	case metav1.FieldValidationIgnore:
 	default:
-		for _, path := range unknown {
-			a.warnings = append(a.warnings, fmt.Sprintf("unknown field %q", path))
-		}
+		a.warnings = append(a.warnings, strictErrs...)
 	}
 	if a.update {
 		if a.old, _, err = a.decode(req.GetOldObject(), true); err != nil {
@@ -214,6 +229,24 @@ func (a *admission) decode(raw []byte, stored bool) (map[string]any, []string, e
 	}
 	schema.Default(obj, a.cv.schema)
 	return obj, unknown, nil
+}
+
+// unknownFields decodes an object as decode does, for its unknown fields
+// only (nothing is defaulted).
+func (a *admission) unknownFields(raw []byte) ([]string, error) {
+	v, err := jsondec.Unmarshal(raw)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(a.cannotHandle(err))
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, apierrors.NewBadRequest(a.cannotHandle(fmt.Errorf("expected a JSON object, got %s", jsonKind(v))))
+	}
+	unknown, err := schema.Normalize(obj, a.cv.schema, false)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(a.cannotHandle(err))
+	}
+	return unknown, nil
 }
 
 // cannotHandle words a decoding failure as upstream's request decoder.
