@@ -3,6 +3,8 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -327,5 +329,103 @@ func TestGenerationAfterPruneAndDefault(t *testing.T) {
 	st := g.expect(http.StatusOK, "PATCH", crontabs+"/g/status", `{"status":{"phase":"Running"},"spec":{"replicas":3}}`, "Content-Type", "application/merge-patch+json")
 	if gen(st) != 2 || st["spec"].(map[string]any)["replicas"] != float64(2) {
 		t.Fatalf("status write: generation %v spec %v", gen(st), st["spec"])
+	}
+}
+
+// warningTexts are a response's Warning headers' texts.
+func warningTexts(t *testing.T, resp *http.Response) []string {
+	t.Helper()
+	var out []string
+	for _, h := range resp.Header.Values("Warning") {
+		q, ok := strings.CutPrefix(h, "299 - ")
+		if !ok {
+			t.Fatalf("warning header %q", h)
+		}
+		s, err := strconv.Unquote(q)
+		if err != nil {
+			t.Fatalf("warning header %q: %v", h, err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestStrictDecoding: a create or update body's duplicate fields and the
+// unknown fields of the whole request (also the .status a main-resource
+// write drops, and what a status write drops), under each fieldValidation
+// directive, as upstream's strict decoder reports them: duplicates first,
+// in one 400 under Strict, as warnings under Warn (the default), nothing
+// under Ignore.
+func TestStrictDecoding(t *testing.T) {
+	g := newTestGateway(t)
+	g.createCronTabCRD()
+	const cannot = `CronTab in version "v1" cannot be handled as a CronTab: strict decoding error: `
+	body := func(name string) string {
+		return `{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"` + name +
+			`"},"spec":{"image":"a","image":"b","bogus":1},"status":{"phase":"x","bogus":2}}`
+	}
+	yml := func(name string) string {
+		return "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n  name: " + name + "\nspec:\n  image: a\n  image: b\n  bogus: 1\n"
+	}
+	all := []string{`duplicate field "spec.image"`, `unknown field "spec.bogus"`, `unknown field "status.bogus"`}
+	g.expect(http.StatusCreated, "POST", crontabs, cronTab("old", map[string]any{"image": "a"}))
+	for _, tc := range []struct {
+		name, method, path, body string
+		yaml                     bool
+		code                     int
+		message                  string
+		warnings                 []string
+	}{
+		{name: "create strict", method: "POST", path: crontabs + "?fieldValidation=Strict", body: body("s"),
+			code: http.StatusBadRequest, message: cannot + strings.Join(all, ", ")},
+		{name: "create warn", method: "POST", path: crontabs + "?fieldValidation=Warn", body: body("w"),
+			code: http.StatusCreated, warnings: all},
+		{name: "create default", method: "POST", path: crontabs, body: body("d"), code: http.StatusCreated, warnings: all},
+		{name: "create ignore", method: "POST", path: crontabs + "?fieldValidation=Ignore", body: body("i"), code: http.StatusCreated},
+		{name: "yaml create strict", method: "POST", path: crontabs + "?fieldValidation=Strict", body: yml("ys"), yaml: true,
+			code:    http.StatusBadRequest,
+			message: cannot + "yaml: unmarshal errors:\n  line 7: key \"image\" already set in map, unknown field \"spec.bogus\""},
+		{name: "yaml create warn", method: "POST", path: crontabs, body: yml("yw"), yaml: true,
+			code: http.StatusCreated, warnings: []string{`line 7: key "image" already set in map`, `unknown field "spec.bogus"`}},
+		{name: "update strict", method: "PUT", path: crontabs + "/old?fieldValidation=Strict",
+			body: `{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"old","resourceVersion":"RV"},"spec":{"image":"a","image":"b"},"status":{"bogus":2}}`,
+			code: http.StatusBadRequest, message: cannot + `duplicate field "spec.image", unknown field "status.bogus"`},
+		{name: "update drops status", method: "PUT", path: crontabs + "/old",
+			body: `{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"old","resourceVersion":"RV"},"spec":{"image":"a"},"status":{"bogus":2}}`,
+			code: http.StatusOK, warnings: []string{`unknown field "status.bogus"`}},
+		{name: "status update drops spec", method: "PUT", path: crontabs + "/old/status",
+			body: `{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"old","resourceVersion":"RV"},"spec":{"image":"a","bogus":1},"status":{"phase":"p","bogus":2}}`,
+			code: http.StatusOK, warnings: []string{`unknown field "spec.bogus"`, `unknown field "status.bogus"`}},
+		{name: "status patch drops spec", method: "PATCH", path: crontabs + "/old/status",
+			body: `{"spec":{"bogus":1}}`, code: http.StatusOK, warnings: []string{`unknown field "spec.bogus"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tc.body
+			if strings.Contains(b, `"RV"`) {
+				rv := str(meta(g.expect(http.StatusOK, "GET", crontabs+"/old", nil))["resourceVersion"])
+				b = strings.Replace(b, `"RV"`, strconv.Quote(rv), 1)
+			}
+			ct := "application/json"
+			switch {
+			case tc.yaml:
+				ct = "application/yaml"
+			case tc.method == "PATCH":
+				ct = "application/merge-patch+json"
+			}
+			resp, data := g.do(tc.method, tc.path, b, "Content-Type", ct)
+			if resp.StatusCode != tc.code {
+				t.Fatalf("%d, want %d: %s", resp.StatusCode, tc.code, data)
+			}
+			if tc.message != "" {
+				var st map[string]any
+				_ = json.Unmarshal(data, &st)
+				if st["message"] != tc.message {
+					t.Errorf("message %q\nwant    %q", st["message"], tc.message)
+				}
+			}
+			if got := warningTexts(t, resp); !reflect.DeepEqual(got, tc.warnings) {
+				t.Errorf("warnings %q\nwant     %q", got, tc.warnings)
+			}
+		})
 	}
 }

@@ -79,6 +79,20 @@ func encodeObject(obj object) ([]byte, error) {
 	return b, nil
 }
 
+// isYAMLBody reports whether a create/update body of that content type
+// is YAML (requestBodyJSON converts it).
+func isYAMLBody(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	switch mt {
+	case contentTypeYAML, "application/x-yaml", "text/yaml":
+		return true
+	}
+	return false
+}
+
 // requestBodyJSON returns a create/update body as JSON: JSON as is, YAML
 // converted. Other media types are 415 as kube-apiserver answers for
 // custom resources.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"reflect"
 
@@ -60,10 +61,16 @@ func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, op
 	if err != nil {
 		return nil, err
 	}
+	strictErrs := bodyStrictErrors(requestMetaFrom(ctx).contentType, req.GetBody().GetData(), body, opts.FieldValidation)
 	if err := objmeta.CheckNameAndNamespace(obj, ns, "", r.namespaced); err != nil {
 		return nil, err
 	}
 	rvSet := objmeta.String(obj, "resourceVersion") != ""
+	// The status a create drops still counts for unknown fields.
+	var requestObj object
+	if _, ok := obj["status"]; ok && r.hasStatus && opts.FieldValidation != metav1.FieldValidationIgnore {
+		requestObj = maps.Clone(obj)
+	}
 	objmeta.PrepareCreate(obj, a.now(), r.hasStatus)
 	name := objmeta.String(obj, "name")
 	if err := checkKind(r, obj, name); err != nil {
@@ -75,6 +82,7 @@ func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, op
 	}
 	admitted, err := a.admit(ctx, r, admission{
 		op: validatorv1.Operation_OPERATION_CREATE, obj: obj, name: name, metaErrs: metaErrs, fieldValidation: opts.FieldValidation,
+		strictErrors: strictErrs, requestObj: requestObj,
 	})
 	if err != nil {
 		return nil, err
@@ -161,6 +169,7 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 	if err != nil {
 		return nil, err
 	}
+	strictErrs := bodyStrictErrors(requestMetaFrom(ctx).contentType, req.GetBody().GetData(), body, opts.FieldValidation)
 	if err := objmeta.CheckNameAndNamespace(obj, ns, name, r.namespaced); err != nil {
 		return nil, err
 	}
@@ -184,6 +193,7 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 	}
 	result, err := a.applyUpdate(ctx, r, cur, obj, updateParams{
 		name: name, subresource: sub, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
+		strictErrors: strictErrs,
 	})
 	if errors.Is(err, errStale) {
 		return nil, apierrors.NewConflict(r.groupResource(), name, errors.New(optimisticLockMsg))
@@ -232,6 +242,9 @@ type updateParams struct {
 	subresource     string
 	dryRun          bool
 	fieldValidation string
+	// strictErrors are the body's strict decoding errors (see
+	// bodyStrictErrors).
+	strictErrors []string
 }
 
 // errStale reports that the stored object moved on between read and write.
@@ -248,14 +261,20 @@ func (a *kubeAPI) applyUpdate(ctx context.Context, r *resource, cur *current, ob
 	if err := checkKind(r, obj, p.name); err != nil {
 		return nil, err
 	}
+	in := maps.Clone(obj)
 	obj = objmeta.PrepareUpdate(obj, deepCopyObject(old), r.hasStatus, p.subresource)
 	metaErrs, err := validateMetaUpdate(r, obj, old)
 	if err != nil {
 		return nil, err
 	}
+	var requestObj object
+	if p.fieldValidation != metav1.FieldValidationIgnore && droppedByPreparation(in, obj, p.subresource == "status") {
+		requestObj = in
+	}
 	admitted, err := a.admit(ctx, r, admission{
 		op: validatorv1.Operation_OPERATION_UPDATE, obj: obj, old: old, subresource: validatorSubresource(p.subresource),
 		name: p.name, metaErrs: metaErrs, fieldValidation: p.fieldValidation,
+		strictErrors: p.strictErrors, requestObj: requestObj,
 	})
 	if err != nil {
 		return nil, err
@@ -304,6 +323,34 @@ func (a *kubeAPI) applyUpdate(ctx context.Context, r *resource, cur *current, ob
 		return nil, err
 	}
 	return a.readObject(ctx, r, resp.GetObject())
+}
+
+// droppedByPreparation reports whether preparing an update replaced part
+// of what the request carried (in, its top level as it came) in prepared:
+// .status on a main-resource write (of a CRD with a status subresource;
+// otherwise it is kept), everything but .status on a status write. Then
+// the unknown fields of the request are not all in prepared: upstream's
+// decoder finds them in the whole request, before its strategies.
+func droppedByPreparation(in, prepared object, status bool) bool {
+	if !status {
+		st, ok := in["status"]
+		pst, pok := prepared["status"]
+		return ok != pok || (ok && !reflect.DeepEqual(st, pst))
+	}
+	for k, v := range in {
+		if k == "status" {
+			continue
+		}
+		if pv, ok := prepared[k]; !ok || !reflect.DeepEqual(v, pv) {
+			return true
+		}
+	}
+	for k := range prepared {
+		if _, ok := in[k]; !ok && k != "status" {
+			return true
+		}
+	}
+	return false
 }
 
 // validatorSubresource is the subresource a write is admitted as: a scale
