@@ -10,15 +10,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/crdplane/crdplane/pkg/fielderr"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 )
 
 // causesFromFieldErrors turns field errors into Status causes, as
-// apierrors.NewInvalid does.
+// apierrors.NewInvalid does, the bodies worded as upstream v1.33 (fielderr:
+// compound values with %#v), as the validator words its causes that join
+// them.
 func causesFromFieldErrors(errs field.ErrorList) []metav1.StatusCause {
 	out := make([]metav1.StatusCause, 0, len(errs))
 	for _, e := range errs {
-		out = append(out, metav1.StatusCause{Type: metav1.CauseType(e.Type), Message: e.ErrorBody(), Field: e.Field})
+		out = append(out, metav1.StatusCause{Type: metav1.CauseType(e.Type), Message: fielderr.Body(e), Field: e.Field})
 	}
 	return out
 }

@@ -265,6 +265,28 @@ func TestNewInvalidMatchesUpstream(t *testing.T) {
 	}
 }
 
+// TestNewInvalidRendersValuesAsV133: compound values in the gateway's own
+// field errors (metadata validation) read as upstream v1.33 renders them
+// (%#v), not as the v0.37 library does (JSON).
+func TestNewInvalidRendersValuesAsV133(t *testing.T) {
+	gk := schema.GroupKind{Group: "stable.example.com", Kind: "CronTab"}
+	for _, tc := range []struct {
+		err  *field.Error
+		want string
+	}{
+		{field.Invalid(field.NewPath("metadata", "finalizers"), []string{"orphan", "foregroundDeletion"}, "finalizer orphan and foregroundDeletion cannot be both set"),
+			`CronTab.stable.example.com "x" is invalid: metadata.finalizers: Invalid value: []string{"orphan", "foregroundDeletion"}: finalizer orphan and foregroundDeletion cannot be both set`},
+		{field.Invalid(field.NewPath("metadata", "labels"), map[string]string{"a": "b"}, "bad"),
+			`CronTab.stable.example.com "x" is invalid: metadata.labels: Invalid value: map[string]string{"a":"b"}: bad`},
+		{field.Invalid(nil, nil, "no value"),
+			`CronTab.stable.example.com "x" is invalid: <nil>: Invalid value: "null": no value`},
+	} {
+		if got := newInvalid(gk, "x", causesFromFieldErrors(field.ErrorList{tc.err})).ErrStatus.Message; got != tc.want {
+			t.Errorf("got  %s\nwant %s", got, tc.want)
+		}
+	}
+}
+
 func testResource() *resource {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	crd.Name = "crontabs.stable.example.com"
