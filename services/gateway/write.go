@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/crdplane/crdplane/pkg/objmeta"
+	"github.com/crdplane/crdplane/pkg/objsize"
 	"github.com/crdplane/crdplane/pkg/patch"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
@@ -42,6 +43,11 @@ func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*ht
 	}
 	body, err := requestBodyJSON(rm.contentType, req.GetBody().GetData())
 	if err != nil {
+		return reply(nil, err)
+	}
+	// A YAML body can grow in its conversion: what admission would see is
+	// bounded as a patch result is.
+	if err := objsize.Check(len(body)); err != nil {
 		return reply(nil, err)
 	}
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
@@ -138,6 +144,11 @@ func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*ht
 	}
 	body, err := requestBodyJSON(rm.contentType, req.GetBody().GetData())
 	if err != nil {
+		return reply(nil, err)
+	}
+	// A YAML body can grow in its conversion: what admission would see is
+	// bounded as a patch result is.
+	if err := objsize.Check(len(body)); err != nil {
 		return reply(nil, err)
 	}
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {

@@ -1,0 +1,171 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// wantStatusBody checks an answer's code and its Status's message and
+// reason (and, when details is not nil, its JSON details).
+func wantStatusBody(t *testing.T, resp *http.Response, body []byte, code int, reason, msg string, details any) {
+	t.Helper()
+	if resp.StatusCode != code {
+		t.Fatalf("got %d, want %d: %s", resp.StatusCode, code, body)
+	}
+	var st struct {
+		Kind    string          `json:"kind"`
+		Status  string          `json:"status"`
+		Reason  string          `json:"reason"`
+		Message string          `json:"message"`
+		Code    int             `json:"code"`
+		Details json.RawMessage `json:"details"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatalf("not a Status: %s", body)
+	}
+	if st.Kind != "Status" || st.Status != "Failure" || st.Code != code || st.Reason != reason || st.Message != msg {
+		t.Fatalf("Status %s\nwant reason %q message %q", body, reason, msg)
+	}
+	if details != nil {
+		want, _ := json.Marshal(details)
+		if string(st.Details) != string(want) {
+			t.Fatalf("details %s, want %s", st.Details, want)
+		}
+	}
+}
+
+// copyBomb is the CVE-2019-1002100 JSON patch: one add of 1,000 bytes,
+// then n copies of spec into spec/cN. Each copy doubles spec: unbounded,
+// 25 copies ask for 32 GB.
+func copyBomb(n int) []byte {
+	ops := []map[string]any{{"op": "add", "path": "/spec/p", "value": strings.Repeat("x", 1000)}}
+	for i := range n {
+		ops = append(ops, map[string]any{"op": "copy", "from": "/spec", "path": fmt.Sprintf("/spec/c%d", i)})
+	}
+	b, _ := json.Marshal(ops)
+	return b
+}
+
+// vmRSS is the process's resident set size (/proc/self/status), 0 where
+// there is none.
+func vmRSS() uint64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// The copy bomb through the real gateway (every backend in this process):
+// upstream's 422 within a second, the heap and the RSS growing by less
+// than 50 MiB.
+func TestJSONPatchCopyBomb(t *testing.T) {
+	g := newTestGateway(t)
+	g.createCronTabCRD()
+	base := "/apis/stable.example.com/v1/namespaces/default/crontabs"
+	g.expect(http.StatusCreated, "POST", base, cronTab("bomb", map[string]any{"color": "red"}))
+	bomb := copyBomb(25)
+
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	heapBefore, rssBefore := ms.HeapInuse, vmRSS()
+	// Sample the heap while the request runs: the peak is what matters.
+	var peak uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			peak = max(peak, m.HeapInuse)
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	start := time.Now()
+	resp, body := g.do("PATCH", base+"/bomb", bomb, "Content-Type", "application/json-patch+json")
+	took := time.Since(start)
+	close(stop)
+	wg.Wait()
+	rssAfter := vmRSS()
+
+	wantStatusBody(t, resp, body, http.StatusUnprocessableEntity, "Invalid",
+		"the server rejected our request due to an error in our request", map[string]any{})
+	heapGrowth := int64(peak) - int64(heapBefore)
+	rssGrowth := int64(rssAfter) - int64(rssBefore)
+	t.Logf("copy bomb (%d bytes): answered in %s, heap in use grew by at most %.1f MiB, RSS by %.1f MiB",
+		len(bomb), took, float64(heapGrowth)/(1<<20), float64(rssGrowth)/(1<<20))
+	if took >= time.Second {
+		t.Errorf("answered in %s, want < 1s", took)
+	}
+	if heapGrowth >= 50<<20 {
+		t.Errorf("heap in use grew by %d MiB", heapGrowth>>20)
+	}
+	if rssBefore > 0 && rssGrowth >= 50<<20 {
+		t.Errorf("RSS grew by %d MiB", rssGrowth>>20)
+	}
+	// The object is unchanged.
+	obj := g.expect(http.StatusOK, "GET", base+"/bomb", nil)
+	if spec, _ := obj["spec"].(map[string]any); len(spec) != 1 {
+		t.Fatalf("spec changed: %v", obj["spec"])
+	}
+}
+
+// JSON patch failures answer as upstream v1.33 does (each read back from
+// upstream's apiextensions-apiserver).
+func TestJSONPatchFailuresAsUpstream(t *testing.T) {
+	g := newTestGateway(t)
+	g.createCronTabCRD()
+	base := "/apis/stable.example.com/v1/namespaces/default/crontabs"
+	g.expect(http.StatusCreated, "POST", base, cronTab("p", map[string]any{"color": "red"}))
+	rejected := "the server rejected our request due to an error in our request"
+	tests := []struct {
+		name, query, patch string
+		code               int
+		reason, msg        string
+		details            any
+	}{
+		{"unknown op", "", `[{"op":"bogus","path":"/spec/color"}]`, 422, "Invalid", rejected, map[string]any{}},
+		{"bad path", "", `[{"op":"add","path":"/spec/x/y","value":1}]`, 422, "Invalid", rejected, map[string]any{}},
+		{"failed test", "", `[{"op":"test","path":"/spec/color","value":"blue"}]`, 422, "Invalid", rejected, map[string]any{}},
+		{"remove of a missing key", "", `[{"op":"remove","path":"/spec/nope"}]`, 422, "Invalid", rejected, map[string]any{}},
+		{"not a list", "", `{"op":"add"}`, 400, "BadRequest",
+			"error decoding patch: json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp", nil},
+		{"an operation that is a number", "", `[1]`, 400, "BadRequest",
+			"error decoding patch: json: cannot unmarshal number into Go value of type handlers.jsonPatchOp", nil},
+		{"op not a string", "", `[{"op":1}]`, 400, "BadRequest",
+			"error decoding patch: json: cannot unmarshal number into Go struct field jsonPatchOp.op of type string", nil},
+		{"not JSON", "", `not json`, 400, "BadRequest", "error decoding patch: invalid character 'o' in literal null (expecting 'u')", nil},
+		{"not a list, fieldValidation=Ignore", "?fieldValidation=Ignore", `{"op":"add"}`, 400, "BadRequest",
+			"json: cannot unmarshal object into Go value of type jsonpatch.Patch", nil},
+		{"not JSON, fieldValidation=Ignore", "?fieldValidation=Ignore", `not json`, 400, "BadRequest",
+			"invalid character 'o' in literal null (expecting 'u')", nil},
+		{"unknown op, fieldValidation=Ignore", "?fieldValidation=Ignore", `[{"op":"bogus","path":"/spec/color"}]`, 422, "Invalid", rejected, map[string]any{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := g.do("PATCH", base+"/p"+tt.query, tt.patch, "Content-Type", "application/json-patch+json")
+			wantStatusBody(t, resp, body, tt.code, tt.reason, tt.msg, tt.details)
+		})
+	}
+}
