@@ -101,6 +101,7 @@ func (n normalizer) value(key string, v any) any {
 		if t["kind"] == "CustomResourceDefinition" {
 			sortConditions(t)
 		}
+		tableAges(t)
 		return t
 	case []any:
 		for i, c := range t {
@@ -143,6 +144,9 @@ func (n normalizer) String(key, s string) string {
 		if _, err := strconv.ParseUint(s, 10, 64); err == nil {
 			return "<resourceVersion>"
 		}
+	}
+	if strings.Contains(s, "esource") {
+		s = messageRVs(s)
 	}
 	if strings.Contains(s, ")(0x") {
 		s = pointerRE.ReplaceAllString(s, "${1}(<pointer>)")
