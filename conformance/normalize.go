@@ -30,6 +30,32 @@ var (
 type normalizer struct {
 	host string // the server's host:port, replaced by <server>
 	now  time.Time
+	// generateName is the request's metadata.generateName: a name generated
+	// from it is replaced wherever it appears (an error about the object
+	// names it in details.name and in its messages), not only in metadata.
+	generateName string
+}
+
+// generatedSuffix is what a server appends to a generateName (five
+// characters of names.SimpleNameGenerator's alphabet).
+const generatedSuffix = `[bcdfghjklmnpqrstvwxz2456789]{5}`
+
+// randomUUIDRE finds a random (version 4) UUID inside a longer string, such
+// as the object's uid an upstream precondition error quotes.
+var randomUUIDRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}`)
+
+// embeddedRVRE finds a resourceVersion inside an object rendered as JSON
+// within a message (upstream's patch errors quote the patched object).
+var embeddedRVRE = regexp.MustCompile(`("resourceVersion\\?":\\?")[0-9]+(\\?")`)
+
+// forRequest returns n for the answer to a request with this body.
+func (n normalizer) forRequest(body []byte) normalizer {
+	v, ok := decodeJSON(body)
+	if !ok {
+		return n
+	}
+	n.generateName = lookup(v, "metadata.generateName")
+	return n
 }
 
 // JSON decodes b, normalises it and returns it indented with sorted keys.
@@ -144,6 +170,16 @@ func (n normalizer) String(key, s string) string {
 		if _, err := strconv.ParseUint(s, 10, 64); err == nil {
 			return "<resourceVersion>"
 		}
+	}
+	if n.generateName != "" && strings.Contains(s, n.generateName) {
+		re := regexp.MustCompile(regexp.QuoteMeta(n.generateName) + generatedSuffix + `\b`)
+		s = re.ReplaceAllLiteralString(s, n.generateName+"<generated>")
+	}
+	if key != "uid" && randomUUIDRE.MatchString(s) && len(s) > 36 {
+		s = randomUUIDRE.ReplaceAllString(s, "<uid>")
+	}
+	if len(s) > 36 && strings.Contains(s, `resourceVersion`) {
+		s = embeddedRVRE.ReplaceAllString(s, "${1}<resourceVersion>${2}")
 	}
 	if strings.Contains(s, "esource") {
 		s = messageRVs(s)

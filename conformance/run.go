@@ -210,7 +210,7 @@ func (r *Runner) request(ctx context.Context, f *File, id string, st Step, sides
 			return res, fmt.Errorf("%s: reading the answer: %w", s.srv.Name, err)
 		}
 		codes[i] = resp.StatusCode
-		text := s.render(resp, rb, req)
+		text := s.render(resp, rb, req, b)
 		if i == 0 {
 			res.Upstream = text
 		} else {
@@ -242,7 +242,8 @@ func (r *Runner) request(ctx context.Context, f *File, id string, st Step, sides
 // headersCompared are the response headers clients read.
 var headersCompared = []string{"Content-Type", "Warning", "Location", "Retry-After"}
 
-func (s *side) render(resp *http.Response, b []byte, req *Request) string {
+func (s *side) render(resp *http.Response, b []byte, req *Request, reqBody []byte) string {
+	norm := s.norm.forRequest(reqBody)
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "HTTP %d\n", resp.StatusCode)
 	for _, h := range headersCompared {
@@ -251,19 +252,19 @@ func (s *side) render(resp *http.Response, b []byte, req *Request) string {
 			sort.Strings(vs)
 		}
 		for _, v := range vs {
-			fmt.Fprintf(&sb, "%s: %s\n", h, s.norm.String(h, v))
+			fmt.Fprintf(&sb, "%s: %s\n", h, norm.String(h, v))
 		}
 	}
 	if req.CompareStatusOnly {
 		return sb.String()
 	}
 	sb.WriteString("\n")
-	if j, ok := s.norm.JSON(b, req.Ignore, req.UnorderedErrors); ok {
+	if j, ok := norm.JSON(b, req.Ignore, req.UnorderedErrors); ok {
 		sb.WriteString(j)
-	} else if y, ok := s.norm.YAML(b, req.Ignore, req.UnorderedErrors); ok && strings.Contains(resp.Header.Get("Content-Type"), "yaml") {
+	} else if y, ok := norm.YAML(b, req.Ignore, req.UnorderedErrors); ok && strings.Contains(resp.Header.Get("Content-Type"), "yaml") {
 		sb.WriteString(y)
 	} else {
-		sb.WriteString(s.norm.String("", string(b)))
+		sb.WriteString(norm.String("", string(b)))
 	}
 	return sb.String()
 }
