@@ -30,6 +30,9 @@ func (s *Service) create(ctx context.Context, key string, object []byte) ([]byte
 	if err != nil {
 		return nil, 0, errBadObject(err)
 	}
+	if err := checkWrite(k, data); err != nil {
+		return nil, 0, err
+	}
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, string(data))).
@@ -48,7 +51,8 @@ func (s *Service) create(ctx context.Context, key string, object []byte) ([]byte
 	return out, rev, nil
 }
 
-// Get reads one object; NotFound when absent.
+// Get reads one object; NotFound when absent; a corrupt object is
+// upstream's plain 500 with its decoder's error (corruptGetError).
 func (s *Service) Get(ctx context.Context, req *storagev1.GetRequest) (*storagev1.GetResponse, error) {
 	k, err := parseKey(req.GetKey())
 	if err != nil {
@@ -62,9 +66,10 @@ func (s *Service) Get(ctx context.Context, req *storagev1.GetRequest) (*storagev
 		return nil, kstatus.ToGRPC(errNotFound(k))
 	}
 	kv := resp.Kvs[0]
-	out, err := withResourceVersion(kv.Value, kv.ModRevision)
+	out, err := readObject(kv.Value, kv.ModRevision)
 	if err != nil {
-		return nil, kstatus.ToGRPC(storedObjectErr(kv.Key, err))
+		s.reportCorrupt(kv.Key, err)
+		return nil, kstatus.ToGRPC(corruptGetError(kv.Key, kv.Value, err))
 	}
 	return &storagev1.GetResponse{Object: out, ResourceVersion: kv.ModRevision}, nil
 }
@@ -88,6 +93,9 @@ func (s *Service) update(ctx context.Context, key string, object []byte, expecte
 	data, err := stripResourceVersion(object)
 	if err != nil {
 		return nil, 0, errBadObject(err)
+	}
+	if err := checkWrite(k, data); err != nil {
+		return nil, 0, err
 	}
 	cmp := clientv3.Compare(clientv3.CreateRevision(key), "!=", 0)
 	if expected > 0 {

@@ -131,7 +131,11 @@ func TestUpdate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := e.client.Update(ctx, &storagev1.UpdateRequest{Key: tt.key, Object: cr.Object, ExpectedResourceVersion: tt.expected})
+			obj := cr.Object
+			if tt.key == missing {
+				obj = object("nope", "default", nil, nil)
+			}
+			_, err := e.client.Update(ctx, &storagev1.UpdateRequest{Key: tt.key, Object: obj, ExpectedResourceVersion: tt.expected})
 			wantStatus(t, err, tt.code, tt.reason, tt.msg)
 		})
 	}

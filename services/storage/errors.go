@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
@@ -81,7 +83,29 @@ func etcdErr(ctx context.Context, err error) error {
 	if status.Code(err) == codes.Unavailable {
 		return apierrors.NewServiceUnavailable(err.Error())
 	}
+	if isTooLarge(err) {
+		// Upstream returns these as they are (its handlers retry without
+		// managedFields, then give up): a 500 without a reason carrying
+		// the client's message.
+		return &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Message: err.Error(),
+		}}
+	}
 	return apierrors.NewInternalError(fmt.Errorf("etcd: %w", err))
+}
+
+// isTooLarge is upstream's isTooLargeError (k8s.io/apiserver/pkg/endpoints/
+// handlers/rest.go): etcd refused the request as larger than its
+// --max-request-bytes ("etcdserver: request is too large", 1.5 MiB by
+// default), or the client would not send it (the etcd client's 2 MiB:
+// "rpc error: code = ResourceExhausted desc = trying to send message larger
+// than max (N vs. 2097152)").
+func isTooLarge(err error) bool {
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), "trying to send message larger than max")
 }
 
 // storedObjectErr reports a stored value that is not a JSON object.

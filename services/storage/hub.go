@@ -37,28 +37,30 @@ func (e compactedError) Error() string {
 // objects a watch event can carry.
 type hubEvent struct {
 	*clientv3.Event
+	svc *Service // reports corrupt objects
 
 	curOnce, prevOnce sync.Once
 	cur, prev         []byte
 	curErr, prevErr   error
 }
 
-// current is the new value with metadata.resourceVersion.
+// current is the new value with metadata.resourceVersion; errCorrupt
+// (reported once) when it cannot be served.
 func (e *hubEvent) current() ([]byte, error) {
 	e.curOnce.Do(func() {
-		if e.cur, e.curErr = withResourceVersion(e.Kv.Value, e.Kv.ModRevision); e.curErr != nil {
-			e.curErr = storedObjectErr(e.Kv.Key, e.curErr)
+		if e.cur, e.curErr = readObject(e.Kv.Value, e.Kv.ModRevision); e.curErr != nil {
+			e.svc.reportCorrupt(e.Kv.Key, e.curErr)
 		}
 	})
 	return e.cur, e.curErr
 }
 
 // previous is the previous value at the event's revision (the object of a
-// DELETED event).
+// DELETED event); errCorrupt (reported once) when it cannot be served.
 func (e *hubEvent) previous() ([]byte, error) {
 	e.prevOnce.Do(func() {
-		if e.prev, e.prevErr = withResourceVersion(e.PrevKv.Value, e.Kv.ModRevision); e.prevErr != nil {
-			e.prevErr = storedObjectErr(e.PrevKv.Key, e.prevErr)
+		if e.prev, e.prevErr = readObject(e.PrevKv.Value, e.Kv.ModRevision); e.prevErr != nil {
+			e.svc.reportCorrupt(e.PrevKv.Key, e.prevErr)
 		}
 	})
 	return e.prev, e.prevErr
@@ -248,7 +250,7 @@ func (h *hub) run() {
 func (h *hub) publish(events []*clientv3.Event) {
 	batch := hubBatch{events: make([]*hubEvent, len(events))}
 	for i, ev := range events {
-		batch.events[i] = &hubEvent{Event: ev}
+		batch.events[i] = &hubEvent{Event: ev, svc: h.svc}
 	}
 	if !h.shared {
 		h.publishPrivate(batch)

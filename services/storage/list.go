@@ -45,21 +45,27 @@ func (s *Service) List(ctx context.Context, req *storagev1.ListRequest) (*storag
 		size += len(kv.Value) + listItemSlack
 	}
 	buf := make([]byte, 0, size)
-	for i, kv := range res.kvs {
+	n := 0
+	for _, kv := range res.kvs {
 		start := len(buf)
-		next, err := appendWithResourceVersion(buf, kv.Value, kv.ModRevision)
+		next, err := appendReadObject(buf, kv.Value, kv.ModRevision)
 		if err != nil {
-			return nil, kstatus.ToGRPC(storedObjectErr(kv.Key, err))
+			// A corrupt object fails no list: it is left out, and reported.
+			s.reportCorrupt(kv.Key, err)
+			continue
 		}
 		if cap(next) != cap(buf) {
 			// Grew past the estimate (cannot happen): keep the item on its own.
-			out.Objects[i] = next[start:]
+			out.Objects[n] = next[start:]
 			buf = buf[:start]
+			n++
 			continue
 		}
 		buf = next
-		out.Objects[i] = buf[start:len(buf):len(buf)]
+		out.Objects[n] = buf[start:len(buf):len(buf)]
+		n++
 	}
+	out.Objects = out.Objects[:n]
 	return out, nil
 }
 
@@ -135,7 +141,9 @@ func (s *Service) list(ctx context.Context, prefix string, opts *commonv1.ListOp
 			lastKey = kv.Key
 			ok, err := sel.matches(kv.Value)
 			if err != nil {
-				return nil, storedObjectErr(kv.Key, err)
+				// Corrupt: left out (List reports the others it meets).
+				s.reportCorrupt(kv.Key, corrupt(err))
+				continue
 			}
 			if ok {
 				res.kvs = append(res.kvs, kv)
@@ -218,11 +226,15 @@ func (s *Service) deleteCollection(ctx context.Context, prefix string, opts *com
 		if err != nil {
 			return nil, etcdErr(ctx, err)
 		}
-		out := &storagev1.DeleteCollectionResponse{Objects: make([][]byte, len(resp.PrevKvs)), ResourceVersion: resp.Header.Revision}
-		for i, kv := range resp.PrevKvs {
-			if out.Objects[i], _, err = deletedObject(kv.Key, kv.Value, resp.Header.Revision); err != nil {
-				return nil, err
+		out := &storagev1.DeleteCollectionResponse{Objects: make([][]byte, 0, len(resp.PrevKvs)), ResourceVersion: resp.Header.Revision}
+		for _, kv := range resp.PrevKvs {
+			obj, err := readObject(kv.Value, resp.Header.Revision)
+			if err != nil {
+				// Deleted, but not an object to return.
+				s.reportCorrupt(kv.Key, err)
+				continue
 			}
+			out.Objects = append(out.Objects, obj)
 		}
 		return out, nil
 	}
@@ -231,6 +243,16 @@ func (s *Service) deleteCollection(ctx context.Context, prefix string, opts *com
 	if err != nil {
 		return nil, err
 	}
+	// Corrupt objects are not listed, so not deleted either.
+	kept := res.kvs[:0]
+	for _, kv := range res.kvs {
+		if _, err := readEdit(kv.Value, kv.ModRevision); err != nil {
+			s.reportCorrupt(kv.Key, err)
+			continue
+		}
+		kept = append(kept, kv)
+	}
+	res.kvs = kept
 	// Delete the listed objects concurrently (as upstream does), each only
 	// while it still matches.
 	type result struct {
@@ -281,7 +303,12 @@ func (s *Service) deleteIfMatches(ctx context.Context, kv *mvccpb.KeyValue, sel 
 			return nil, 0, etcdErr(ctx, err)
 		}
 		if resp.Succeeded {
-			return deletedObject(kv.Key, kv.Value, resp.Header.Revision)
+			obj, err := readObject(kv.Value, resp.Header.Revision)
+			if err != nil {
+				s.reportCorrupt(kv.Key, err)
+				return nil, 0, nil
+			}
+			return obj, resp.Header.Revision, nil
 		}
 		get := resp.Responses[0].GetResponseRange()
 		if get == nil || len(get.Kvs) == 0 {
@@ -290,7 +317,9 @@ func (s *Service) deleteIfMatches(ctx context.Context, kv *mvccpb.KeyValue, sel 
 		kv = get.Kvs[0]
 		ok, err := sel.matches(kv.Value)
 		if err != nil {
-			return nil, 0, storedObjectErr(kv.Key, err)
+			// It went corrupt meanwhile: not one the selector picks.
+			s.reportCorrupt(kv.Key, corrupt(err))
+			return nil, 0, nil
 		}
 		if !ok {
 			return nil, 0, nil

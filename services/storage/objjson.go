@@ -3,8 +3,11 @@ package storage
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/crdplane/crdplane/pkg/jsonscan"
 )
@@ -77,12 +80,18 @@ func resourceVersionEdit(stored []byte, rev int64) (jsonscan.Edit, error) {
 	if err != nil {
 		return jsonscan.Edit{}, err
 	}
+	return metadataEdit(stored, start, meta, ok, rev)
+}
+
+// metadataEdit is the edit setting metadata.resourceVersion in the object
+// at stored[start], whose metadata member is meta (when found).
+func metadataEdit(stored []byte, start int, meta jsonscan.Member, found bool, rev int64) (jsonscan.Edit, error) {
 	var num [24]byte
 	quoted := strconv.AppendInt(append(num[:0], '"'), rev, 10)
 	quoted = append(quoted, '"')
 
 	switch {
-	case !ok:
+	case !found:
 		// No metadata at all: add one.
 		repl := append([]byte(`"metadata":{"resourceVersion":`), quoted...)
 		return insertMember(stored, start, append(repl, '}')), nil
@@ -91,14 +100,86 @@ func resourceVersionEdit(stored []byte, rev int64) (jsonscan.Edit, error) {
 		repl := append([]byte(`{"resourceVersion":`), quoted...)
 		return jsonscan.Edit{Start: meta.ValStart, End: meta.ValEnd, Repl: append(repl, '}')}, nil
 	}
-	rv, found, err := jsonscan.Find(stored, meta.ValStart, "resourceVersion")
+	rv, ok, err := jsonscan.Find(stored, meta.ValStart, "resourceVersion")
 	if err != nil {
 		return jsonscan.Edit{}, err
 	}
-	if found {
+	if ok {
 		return jsonscan.Edit{Start: rv.ValStart, End: rv.ValEnd, Repl: quoted}, nil
 	}
 	return insertMember(stored, meta.ValStart, append([]byte(`"resourceVersion":`), quoted...)), nil
+}
+
+// readMembers are the top-level members readEdit checks (distinct).
+var readMembers = []string{"apiVersion", "kind", "metadata"}
+
+// readEdit is resourceVersionEdit for a value read back from etcd, which
+// it first checks as upstream's storage decoder would read it (in the same
+// scans): a JSON object and nothing after it, a non-empty string kind, an
+// apiVersion (if any) that is a string naming a group version, a metadata
+// (if any) that is an object or null. Anything else is a corrupt object
+// (errCorrupt): upstream fails to decode it. The value is not validated
+// deeper than the scanner goes (see package jsonscan): every write was
+// checked whole.
+func readEdit(stored []byte, rev int64) (jsonscan.Edit, error) {
+	start := jsonscan.SkipSpace(stored, 0)
+	var m [3]jsonscan.Member
+	end, err := jsonscan.ScanObject(stored, start, func(mm jsonscan.Member) {
+		for k, name := range readMembers {
+			if mm.KeyIs(stored, name) {
+				m[k] = mm
+				return
+			}
+		}
+	})
+	if err != nil {
+		return jsonscan.Edit{}, corrupt(err)
+	}
+	// What follows the object: only white space.
+	if jsonscan.SkipSpace(stored, end) != len(stored) {
+		return jsonscan.Edit{}, corrupt(jsonscan.ErrMalformed)
+	}
+	apiVersion, kind, meta := m[0].Value(stored), m[1].Value(stored), m[2].Value(stored)
+	if k, ok := jsonscan.String(kind); !ok || k == "" {
+		return jsonscan.Edit{}, corrupt(errors.New("kind is not a non-empty string"))
+	}
+	if len(apiVersion) > 0 {
+		v, ok := jsonscan.String(apiVersion)
+		if !ok {
+			return jsonscan.Edit{}, corrupt(errors.New("apiVersion is not a string"))
+		}
+		if _, err := schema.ParseGroupVersion(v); err != nil {
+			return jsonscan.Edit{}, corrupt(err)
+		}
+	}
+	if len(meta) > 0 && meta[0] != '{' && string(meta) != "null" {
+		return jsonscan.Edit{}, corrupt(errors.New("metadata is not an object"))
+	}
+	e, err := metadataEdit(stored, start, m[2], len(meta) > 0, rev)
+	if err != nil {
+		return jsonscan.Edit{}, corrupt(err)
+	}
+	return e, nil
+}
+
+// readObject returns a stored value as readers get it, with
+// metadata.resourceVersion set to rev; errCorrupt when upstream could not
+// decode it.
+func readObject(stored []byte, rev int64) ([]byte, error) {
+	e, err := readEdit(stored, rev)
+	if err != nil {
+		return nil, err
+	}
+	return jsonscan.ApplyEdits(stored, e), nil
+}
+
+// appendReadObject appends readObject's result to dst.
+func appendReadObject(dst, stored []byte, rev int64) ([]byte, error) {
+	e, err := readEdit(stored, rev)
+	if err != nil {
+		return dst, err
+	}
+	return jsonscan.AppendEdits(dst, stored, e), nil
 }
 
 // appendWithResourceVersion appends to dst what withResourceVersion

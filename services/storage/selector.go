@@ -100,8 +100,10 @@ func (s *selector) matches(obj []byte) (bool, error) {
 		name, _ = jsonscan.String(md[0].Value(obj))
 		namespace, _ = jsonscan.String(md[1].Value(obj))
 		if labelsRaw := md[2].Value(obj); s.label != nil && len(labelsRaw) > 0 && labelsRaw[0] == '{' {
+			// Labels that are not all strings are dropped, as upstream's
+			// decoder drops a malformed metadata field of a stored object.
 			if err := json.Unmarshal(labelsRaw, &lbls); err != nil {
-				return false, fmt.Errorf("metadata.labels: %w", err)
+				lbls = nil
 			}
 		}
 	}

@@ -134,6 +134,8 @@ type Service struct {
 
 	hubs        hubs // the watch cache
 	watchBuffer int  // hub batches a watch may lag behind
+
+	corruptLog corruptLog // when corrupt objects were last logged
 }
 
 // defaultWatchBuffer is how many etcd responses a watch may lag behind its

@@ -96,14 +96,17 @@ func (s *Service) sendInitialEvents(ctx context.Context, prefix string, rev int6
 		for _, kv := range resp.Kvs {
 			ok, err := sel.matches(kv.Value)
 			if err != nil {
-				return 0, storedObjectErr(kv.Key, err)
+				s.reportCorrupt(kv.Key, corrupt(err))
+				continue
 			}
 			if !ok {
 				continue
 			}
-			obj, err := withResourceVersion(kv.Value, kv.ModRevision)
+			obj, err := readObject(kv.Value, kv.ModRevision)
 			if err != nil {
-				return 0, storedObjectErr(kv.Key, err)
+				// A corrupt object is left out, as lists leave it out.
+				s.reportCorrupt(kv.Key, err)
+				continue
 			}
 			if err := send(&storagev1.WatchResponse{Type: commonv1.EventType_EVENT_TYPE_ADDED, Object: obj, ResourceVersion: kv.ModRevision}); err != nil {
 				return 0, err
@@ -256,17 +259,18 @@ func (w *watcher) event(ev *hubEvent) error {
 }
 
 // convert maps an etcd event to the event the client sees through the
-// selector; nil when it sees none.
+// selector; nil when it sees none. A corrupt value is one the client does
+// not see (lists leave it out): a corrupt previous value makes the new one
+// an ADDED, a corrupt new value of an object the client saw a DELETED.
 func (w *watcher) convert(ev *hubEvent) (*storagev1.WatchResponse, error) {
 	rev := ev.Kv.ModRevision
 	prev := ev.PrevKv
-	prevMatches := false
+	prevMatches := false // a corrupt previous value matches nothing
 	if prev != nil {
-		ok, err := w.sel.matches(prev.Value)
-		if err != nil {
-			return nil, storedObjectErr(prev.Key, err)
+		if _, err := ev.previous(); err == nil {
+			ok, err := w.sel.matches(prev.Value)
+			prevMatches = ok && err == nil
 		}
-		prevMatches = ok
 	}
 	if ev.Type == mvccpb.DELETE {
 		if prev == nil {
@@ -279,9 +283,10 @@ func (w *watcher) convert(ev *hubEvent) (*storagev1.WatchResponse, error) {
 		return deletedEvent(ev, rev)
 	}
 
-	curMatches, err := w.sel.matches(ev.Kv.Value)
-	if err != nil {
-		return nil, storedObjectErr(ev.Kv.Key, err)
+	curMatches := false
+	if _, err := ev.current(); err == nil {
+		ok, err := w.sel.matches(ev.Kv.Value)
+		curMatches = ok && err == nil
 	}
 	if prev == nil && !ev.IsCreate() {
 		// The previous value is unknown (compacted): judge by the new one.
@@ -293,8 +298,8 @@ func (w *watcher) convert(ev *hubEvent) (*storagev1.WatchResponse, error) {
 	case curMatches:
 		return objectEvent(commonv1.EventType_EVENT_TYPE_ADDED, ev)
 	case prevMatches:
-		// It stopped matching: DELETED with the previous content at the
-		// event's revision, as the upstream watch cache does.
+		// It stopped matching (or went corrupt): DELETED with the previous
+		// content at the event's revision, as the upstream watch cache does.
 		return deletedEvent(ev, rev)
 	}
 	return nil, nil
