@@ -24,6 +24,9 @@ var (
 	// Schema:(*apiextensions.CustomResourceValidation)(0xc000a1b2c8) ...}":
 	// an address of the reference's heap, different on every run.
 	pointerRE = regexp.MustCompile(`(\(\*[A-Za-z0-9_.]+\))\(0x[0-9a-f]+\)`)
+	// metaRVRE finds the server's own resourceVersion quoted in a failed
+	// precondition ("... ResourceVersion in object meta: 16").
+	metaRVRE = regexp.MustCompile(`(?i)(ResourceVersion in object meta: )\d+`)
 )
 
 // normalizer rewrites one server's answers.
@@ -127,6 +130,18 @@ func (n normalizer) value(key string, v any) any {
 		if t["kind"] == "CustomResourceDefinition" {
 			sortConditions(t)
 		}
+		if t["kind"] == "CustomResourceDefinitionList" {
+			// upstream's items carry no kind: sort their conditions here
+			items, _ := t["items"].([]any)
+			for _, it := range items {
+				if m, ok := it.(map[string]any); ok {
+					sortConditions(m)
+				}
+			}
+		}
+		if t["kind"] == "APIResourceList" {
+			sortAPIResources(t)
+		}
 		tableAges(t)
 		return t
 	case []any:
@@ -183,6 +198,9 @@ func (n normalizer) String(key, s string) string {
 	}
 	if strings.Contains(s, "esource") {
 		s = messageRVs(s)
+	}
+	if strings.Contains(s, "in object meta: ") {
+		s = metaRVRE.ReplaceAllString(s, "${1}<resourceVersion>")
 	}
 	if strings.Contains(s, ")(0x") {
 		s = pointerRE.ReplaceAllString(s, "${1}(<pointer>)")
@@ -306,4 +324,15 @@ func sortConditions(crd map[string]any) {
 	conds, _ := st["conditions"].([]any)
 	typ := func(c any) string { m, _ := c.(map[string]any); s, _ := m["type"].(string); return s }
 	sort.SliceStable(conds, func(i, j int) bool { return typ(conds[i]) < typ(conds[j]) })
+}
+
+// sortAPIResources orders the resources of a discovery APIResourceList by
+// name: upstream's discovery controller appends each CRD's resources in the
+// order its informer cache lists the CRDs (map order), so with two CRDs in
+// one group version the order of the list is a race. A CRD's subresources
+// keep following it ("flows", "flows/scale", "flows/status").
+func sortAPIResources(l map[string]any) {
+	res, _ := l["resources"].([]any)
+	name := func(r any) string { m, _ := r.(map[string]any); s, _ := m["name"].(string); return s }
+	sort.SliceStable(res, func(i, j int) bool { return name(res[i]) < name(res[j]) })
 }
