@@ -273,3 +273,47 @@ func TestObjectTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// readEdit (the cheap check every read runs) refuses exactly what
+// upstream's decoder (decodeError) refuses.
+func TestReadCheckAgreesWithUpstreamDecoder(t *testing.T) {
+	values := []string{
+		`{"apiVersion":"v1","kind":"K","metadata":{"name":"a"}}`,
+		`{"kind":"K"}`,
+		`{"kind":"K","metadata":null}`,
+		`{"kind":"K","apiVersion":""}`,
+		`{"kind":"K","apiVersion":"a/b"}`,
+		`{"kind":"K","apiVersion":"a\/b"}`,
+		`{"kind":"K","apiVersion":"a\/b/c"}`,
+		`{"kind":"K","apiVersion":null}`,
+		`{"kind":"K","apiVersion":true}`,
+		`{"kind":"","apiVersion":"v1"}`,
+		`{"kind":null}`,
+		`{"kind":"K","metadata":"x"}`,
+		`{"kind":"K","metadata":[]}`,
+		`{"kind":"K","metadata":1.5}`,
+		`{"kind":"K","metadata":{"name":5,"labels":{"a":1}}}`,
+		`{"kind":"K","kind":""}`,
+		`{"kind":"","kind":"K"}`,
+		` {"kind":"K"} `,
+		`{"kind":"K"}{}`,
+		`[]`,
+		`"x"`,
+		``,
+	}
+	for _, c := range corruptValues {
+		values = append(values, c.value)
+	}
+	for _, v := range values {
+		_, readErr := readEdit([]byte(v), 1)
+		decErr := decodeError([]byte(v))
+		if (readErr != nil) != (decErr != nil) {
+			t.Errorf("%s: read check %v, upstream's decoder %v", v, readErr, decErr)
+		}
+	}
+	for _, c := range corruptValues {
+		if err := decodeError([]byte(c.value)); err == nil || err.Error() != c.getMessage {
+			t.Errorf("%s: %v, want %s", c.value, err, c.getMessage)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/crdplane/crdplane/pkg/jsonscan"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
@@ -45,32 +46,24 @@ func (s *Service) List(ctx context.Context, req *storagev1.ListRequest) (*storag
 		size += len(kv.Value) + listItemSlack
 	}
 	buf := make([]byte, 0, size)
-	n := 0
-	for _, kv := range res.kvs {
+	for i, kv := range res.kvs {
 		start := len(buf)
-		next, err := appendReadObject(buf, kv.Value, kv.ModRevision)
-		if err != nil {
-			// A corrupt object fails no list: it is left out, and reported.
-			s.reportCorrupt(kv.Key, err)
-			continue
-		}
+		next := jsonscan.AppendEdits(buf, kv.Value, res.edits[i])
 		if cap(next) != cap(buf) {
 			// Grew past the estimate (cannot happen): keep the item on its own.
-			out.Objects[n] = next[start:]
+			out.Objects[i] = next[start:]
 			buf = buf[:start]
-			n++
 			continue
 		}
 		buf = next
-		out.Objects[n] = buf[start:len(buf):len(buf)]
-		n++
+		out.Objects[i] = buf[start:len(buf):len(buf)]
 	}
-	out.Objects = out.Objects[:n]
 	return out, nil
 }
 
 type listResult struct {
 	kvs       []*mvccpb.KeyValue
+	edits     []jsonscan.Edit // of each kv: its metadata.resourceVersion
 	rev       int64
 	cont      string
 	remaining *int64
@@ -139,14 +132,21 @@ func (s *Service) list(ctx context.Context, prefix string, opts *commonv1.ListOp
 				break
 			}
 			lastKey = kv.Key
+			// A corrupt object fails no list: it is left out (before it
+			// counts against the limit), and reported.
+			e, err := readEdit(kv.Value, kv.ModRevision)
+			if err != nil {
+				s.reportCorrupt(kv.Key, err)
+				continue
+			}
 			ok, err := sel.matches(kv.Value)
 			if err != nil {
-				// Corrupt: left out (List reports the others it meets).
 				s.reportCorrupt(kv.Key, corrupt(err))
 				continue
 			}
 			if ok {
 				res.kvs = append(res.kvs, kv)
+				res.edits = append(res.edits, e)
 			}
 		}
 		if !hasMore || !paging || int64(len(res.kvs)) >= limit {
@@ -243,16 +243,7 @@ func (s *Service) deleteCollection(ctx context.Context, prefix string, opts *com
 	if err != nil {
 		return nil, err
 	}
-	// Corrupt objects are not listed, so not deleted either.
-	kept := res.kvs[:0]
-	for _, kv := range res.kvs {
-		if _, err := readEdit(kv.Value, kv.ModRevision); err != nil {
-			s.reportCorrupt(kv.Key, err)
-			continue
-		}
-		kept = append(kept, kv)
-	}
-	res.kvs = kept
+	// (Corrupt objects are not listed, so not deleted either.)
 	// Delete the listed objects concurrently (as upstream does), each only
 	// while it still matches.
 	type result struct {

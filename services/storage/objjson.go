@@ -140,16 +140,21 @@ func readEdit(stored []byte, rev int64) (jsonscan.Edit, error) {
 		return jsonscan.Edit{}, corrupt(jsonscan.ErrMalformed)
 	}
 	apiVersion, kind, meta := m[0].Value(stored), m[1].Value(stored), m[2].Value(stored)
-	if k, ok := jsonscan.String(kind); !ok || k == "" {
+	// (A JSON string of more than its quotes is not empty.)
+	if len(kind) <= 2 || kind[0] != '"' {
 		return jsonscan.Edit{}, corrupt(errors.New("kind is not a non-empty string"))
 	}
 	if len(apiVersion) > 0 {
-		v, ok := jsonscan.String(apiVersion)
-		if !ok {
+		if apiVersion[0] != '"' {
 			return jsonscan.Edit{}, corrupt(errors.New("apiVersion is not a string"))
 		}
-		if _, err := schema.ParseGroupVersion(v); err != nil {
-			return jsonscan.Edit{}, corrupt(err)
+		// A group version has at most one "/" (schema.ParseGroupVersion);
+		// escapes are rare enough to decode.
+		if bytes.Count(apiVersion, []byte{'/'}) > 1 || bytes.IndexByte(apiVersion, '\\') >= 0 {
+			v, _ := jsonscan.String(apiVersion)
+			if _, err := schema.ParseGroupVersion(v); err != nil {
+				return jsonscan.Edit{}, corrupt(err)
+			}
 		}
 	}
 	if len(meta) > 0 && meta[0] != '{' && string(meta) != "null" {
@@ -171,15 +176,6 @@ func readObject(stored []byte, rev int64) ([]byte, error) {
 		return nil, err
 	}
 	return jsonscan.ApplyEdits(stored, e), nil
-}
-
-// appendReadObject appends readObject's result to dst.
-func appendReadObject(dst, stored []byte, rev int64) ([]byte, error) {
-	e, err := readEdit(stored, rev)
-	if err != nil {
-		return dst, err
-	}
-	return jsonscan.AppendEdits(dst, stored, e), nil
 }
 
 // appendWithResourceVersion appends to dst what withResourceVersion
