@@ -3,13 +3,10 @@ package storage
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -95,9 +92,7 @@ func corruptGetError(key, value []byte, readErr error) error {
 		// readEdit is stricter than the decoder here: say why.
 		return storedObjectErr(key, readErr)
 	}
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Message: err.Error(),
-	}}
+	return plainStatus(err)
 }
 
 // decodeError is the error upstream's storage decoder gives for a stored

@@ -47,7 +47,9 @@ func errTooOld(asked, oldest int64) error {
 	return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", asked, oldest))
 }
 
-// errTooLarge is upstream's answer to a revision the store has not reached.
+// errTooLarge is upstream's answer to a revision the store has not reached
+// (k8s.io/apiserver/pkg/storage NewTooLargeResourceVersionError, with its
+// watch cache's retry after 1s).
 func errTooLarge(asked, current int64) error {
 	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", asked, current), 1)
 	err.ErrStatus.Details.Causes = []metav1.StatusCause{{
@@ -85,13 +87,19 @@ func etcdErr(ctx context.Context, err error) error {
 	}
 	if isTooLarge(err) {
 		// Upstream returns these as they are (its handlers retry without
-		// managedFields, then give up): a 500 without a reason carrying
-		// the client's message.
-		return &apierrors.StatusError{ErrStatus: metav1.Status{
-			Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Message: err.Error(),
-		}}
+		// managedFields, then give up).
+		return plainStatus(err)
 	}
 	return apierrors.NewInternalError(fmt.Errorf("etcd: %w", err))
+}
+
+// plainStatus is how upstream's ErrorToAPIStatus renders an error that is
+// not a Status (an etcd error its storage returns as it is): a 500 without
+// a reason carrying the error's text.
+func plainStatus(err error) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Message: err.Error(),
+	}}
 }
 
 // isTooLarge is upstream's isTooLargeError (k8s.io/apiserver/pkg/endpoints/

@@ -2,10 +2,12 @@ package storage
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -316,4 +318,51 @@ func TestReadCheckAgreesWithUpstreamDecoder(t *testing.T) {
 			t.Errorf("%s: %v, want %s", c.value, err, c.getMessage)
 		}
 	}
+}
+
+// Watches from a revision etcd has not reached.
+func TestWatchFutureRevision(t *testing.T) { watchModes(t, testWatchFutureRevision) }
+
+func testWatchFutureRevision(t *testing.T, e *env) {
+	ctx := ctxT(t)
+	prefix := seed(t, e, []string{"a"}, 1, nil)
+	cur := currentRV(t, e, prefix)
+
+	// Initial events as of a revision still to come: upstream's watch
+	// cache waits 3s, then 504 Too large resource version, retry after 1s.
+	start := time.Now()
+	w := startWatch(t, e, &storagev1.WatchRequest{Prefix: prefix, ResourceVersion: cur + 1000, SendInitialEvents: true})
+	err := w.end()
+	took := time.Since(start)
+	st := wantStatus(t, err, 504, metav1.StatusReasonTimeout, "")
+	if !regexp.MustCompile(fmt.Sprintf(`^Timeout: Too large resource version: %d, current: \d+$`, cur+1000)).MatchString(st.Message) ||
+		st.Details == nil || st.Details.RetryAfterSeconds != 1 || len(st.Details.Causes) != 1 ||
+		st.Details.Causes[0].Type != metav1.CauseTypeResourceVersionTooLarge || st.Details.Causes[0].Message != "Too large resource version" {
+		t.Fatalf("status %+v %+v", st, st.Details)
+	}
+	if took < 2900*time.Millisecond || took > 6*time.Second {
+		t.Fatalf("answered after %s, want ~3s", took)
+	}
+	// Reached within the wait: the initial events as of it.
+	w = startWatch(t, e, &storagev1.WatchRequest{Prefix: prefix, ResourceVersion: cur + 1, SendInitialEvents: true})
+	time.Sleep(300 * time.Millisecond)
+	if _, err := e.client.Create(ctx, &storagev1.CreateRequest{Key: prefix + "a/new", Object: object("new", "a", nil, nil)}); err != nil {
+		t.Fatal(err)
+	}
+	w.expect("EVENT_TYPE_ADDED new", "EVENT_TYPE_ADDED o00", "EVENT_TYPE_BOOKMARK")
+
+	// A plain watch from a revision still to come (the largest one too)
+	// waits silently, as upstream's does: no error, no bookmark.
+	far := startWatch(t, e, &storagev1.WatchRequest{Prefix: prefix, ResourceVersion: math.MaxInt64, AllowBookmarks: true})
+	soon := startWatch(t, e, &storagev1.WatchRequest{Prefix: prefix, ResourceVersion: currentRV(t, e, prefix) + 2, AllowBookmarks: true})
+	far.quiet(700 * time.Millisecond)
+	soon.quiet(10 * time.Millisecond)
+	// Events after the revision come.
+	for _, n := range []string{"x1", "x2", "x3"} {
+		if _, err := e.client.Create(ctx, &storagev1.CreateRequest{Key: prefix + "a/" + n, Object: object(n, "a", nil, nil)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	soon.expect("EVENT_TYPE_ADDED x3")
+	far.quiet(300 * time.Millisecond)
 }

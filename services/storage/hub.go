@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -227,7 +228,7 @@ func (h *hub) addLocked(rev int64) *subscription {
 func (h *hub) run() {
 	defer trackHub(h.shared)()
 	defer h.cancel()
-	wch := h.svc.client.Watch(h.ctx, h.prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(h.start+1))
+	wch := h.svc.client.Watch(h.ctx, h.prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(after(h.start)))
 	for wr := range wch {
 		switch {
 		case wr.CompactRevision != 0:
@@ -245,6 +246,16 @@ func (h *hub) run() {
 	if h.ctx.Err() == nil {
 		h.fail(apierrors.NewServiceUnavailable("the etcd watch closed"))
 	}
+}
+
+// after is the first revision after rev (rev itself at the largest
+// revision, which no event can come after: rev+1 would wrap to a negative
+// revision, which etcd reads as compacted).
+func after(rev int64) int64 {
+	if rev == math.MaxInt64 {
+		return rev
+	}
+	return rev + 1
 }
 
 func (h *hub) publish(events []*clientv3.Event) {

@@ -174,7 +174,11 @@ func (s *Service) list(ctx context.Context, prefix string, opts *commonv1.ListOp
 	return res, nil
 }
 
-// readErr maps the error of a read at revision rev (0: latest).
+// readErr maps the error of a read at revision rev (0: latest). A
+// revision etcd has not reached is etcd's own error, which upstream's etcd3
+// store returns as it is for an exact read (a plain 500, "etcdserver:
+// mvcc: required revision is a future revision"); reads that may wait for
+// a revision ("not older than") wait first (waitRevision).
 func (s *Service) readErr(ctx context.Context, err error, rev int64, continuing bool) error {
 	switch {
 	case errors.Is(err, rpctypes.ErrCompacted):
@@ -183,13 +187,41 @@ func (s *Service) readErr(ctx context.Context, err error, rev int64, continuing 
 		}
 		return apierrors.NewResourceExpired(msgListExpired)
 	case errors.Is(err, rpctypes.ErrFutureRev):
-		var current int64
-		if resp, gerr := s.client.Get(ctx, keyRoot, clientv3.WithCountOnly()); gerr == nil {
-			current = resp.Header.Revision
-		}
-		return errTooLarge(rev, current)
+		return plainStatus(err)
 	}
 	return etcdErr(ctx, err)
+}
+
+// revisionWait is how long a read that needs a revision waits for the
+// store to reach it: upstream's watch cache blockTimeout (3s).
+const revisionWait = 3 * time.Second
+
+// waitRevision waits (at most revisionWait) until etcd has reached
+// revision rev and returns the current revision; upstream's 504 "Too large
+// resource version" (retry after 1s, as its watch cache answers) when it
+// does not.
+func (s *Service) waitRevision(ctx context.Context, rev int64) (int64, error) {
+	deadline := time.Now().Add(revisionWait)
+	pause := 10 * time.Millisecond
+	for {
+		resp, err := s.client.Get(ctx, keyRoot, clientv3.WithCountOnly())
+		if err != nil {
+			return 0, etcdErr(ctx, err)
+		}
+		current := resp.Header.Revision
+		if current >= rev {
+			return current, nil
+		}
+		if time.Now().Add(pause).After(deadline) {
+			return current, errTooLarge(rev, current)
+		}
+		select {
+		case <-ctx.Done():
+			return current, etcdErr(ctx, ctx.Err())
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 200*time.Millisecond)
+	}
 }
 
 // compactRevision finds etcd's compaction revision: a watch from revision 1

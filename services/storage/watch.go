@@ -52,24 +52,38 @@ func (s *Service) watch(ctx context.Context, req *storagev1.WatchRequest, send s
 	defer cancel()
 
 	rev := req.GetResourceVersion()
+	future := false
 	switch {
 	case req.GetSendInitialEvents():
+		if rev > 0 {
+			// Initial events as of a revision not reached yet: wait for it
+			// as upstream's watch cache does (3s), then 504.
+			if _, err := s.waitRevision(ctx, rev); err != nil {
+				return err
+			}
+		}
 		if rev, err = s.sendInitialEvents(ctx, req.GetPrefix(), rev, sel, send); err != nil {
 			return err
 		}
 		if err := send(bookmark(rev)); err != nil {
 			return err
 		}
-	case rev == 0:
-		// "From now": pin now to a revision, which bookmarks can then carry.
+	default:
+		// "From now" (0) pins now to a revision, which bookmarks can then
+		// carry; a watch from a revision still to come waits for it
+		// silently (as upstream's) and has no bookmark before the store
+		// reaches it.
 		resp, err := s.client.Get(ctx, keyRoot, clientv3.WithCountOnly())
 		if err != nil {
 			return etcdErr(ctx, err)
 		}
-		rev = resp.Header.Revision
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		future = rev > resp.Header.Revision
 	}
 
-	w := &watcher{svc: s, prefix: []byte(req.GetPrefix()), sel: sel, send: send, rev: rev, bookmarks: req.GetAllowBookmarks()}
+	w := &watcher{svc: s, prefix: []byte(req.GetPrefix()), sel: sel, send: send, rev: rev, bookmarks: req.GetAllowBookmarks(), future: future}
 	return w.run(ctx)
 }
 
@@ -132,6 +146,10 @@ type watcher struct {
 	send      sendFunc
 	rev       int64 // every change up to rev has been sent
 	bookmarks bool
+	// future is set while the watch's start revision is ahead of the
+	// store: no bookmark is due before the store reaches it (upstream's
+	// watch cache sends none).
+	future bool
 }
 
 // run subscribes to a hub from w.rev and streams its events until ctx ends
@@ -174,7 +192,7 @@ func (w *watcher) loop(ctx context.Context, sub *subscription) error {
 			pending = true
 			fallbackTimer.Reset(min(w.svc.cfg.BookmarkInterval/2, time.Second))
 		case <-fallback:
-			if pending {
+			if pending && !w.future {
 				pending = false
 				if err := w.send(bookmark(w.rev)); err != nil {
 					return err
@@ -190,8 +208,11 @@ func (w *watcher) loop(ctx context.Context, sub *subscription) error {
 				continue
 			}
 			if b.events == nil {
+				if b.rev >= w.rev {
+					w.future = false
+				}
 				w.rev = max(w.rev, b.rev)
-				if pending {
+				if pending && !w.future {
 					pending = false
 					fallbackTimer.Stop()
 					if err := w.send(bookmark(w.rev)); err != nil {
@@ -252,6 +273,7 @@ func (w *watcher) event(ev *hubEvent) error {
 		return err
 	}
 	w.rev = rev
+	w.future = false
 	if resp == nil {
 		return nil
 	}
