@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -67,11 +68,37 @@ func TestOracle(t *testing.T) {
 
 	r := &Runner{Upstream: up, Crdplane: cp, Dir: "."}
 	var results []Result
-	for _, f := range files {
-		res, err := r.RunFile(ctx, f)
-		results = append(results, res...)
-		if err != nil {
-			t.Errorf("%s: %v", f.Path, err)
+	// Files use their own groups and clean up after themselves, so several
+	// run at once (CONFORMANCE_PARALLEL, default 4; 1 runs them in order).
+	parallel := 4
+	if v := os.Getenv("CONFORMANCE_PARALLEL"); v != "" {
+		if parallel, err = strconv.Atoi(v); err != nil || parallel < 1 {
+			t.Fatalf("CONFORMANCE_PARALLEL=%q", v)
+		}
+	}
+	perFile := make([][]Result, len(files))
+	errs := make([]error, len(files))
+	took := make([]time.Duration, len(files))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, parallel)
+	for i, f := range files {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			begin := time.Now()
+			perFile[i], errs[i] = r.RunFile(ctx, f)
+			took[i] = time.Since(begin)
+		}()
+	}
+	wg.Wait()
+	for i, f := range files {
+		results = append(results, perFile[i]...)
+		if errs[i] != nil {
+			t.Errorf("%s: %v", f.Path, errs[i])
+		}
+		if took[i] > 20*time.Second {
+			t.Logf("%s took %s", f.Path, took[i].Round(time.Millisecond))
 		}
 	}
 	out := os.Getenv("CONFORMANCE_OUT")
