@@ -328,6 +328,12 @@ func waitEstablished(ctx context.Context, s *Server, name string) error {
 	for {
 		code, v, err := getJSON(ctx, s, crdCollection+"/"+name)
 		if err == nil && code == http.StatusOK && established(v) && servesAll(ctx, s, v) {
+			if lookup(v, "metadata.generation") != "1" {
+				// An updated CRD stays Established: nothing says when each
+				// server's handlers have the new generation (both learn it
+				// from a watch, within milliseconds). Give them a moment.
+				time.Sleep(time.Second)
+			}
 			return nil
 		}
 		if time.Now().After(deadline) {
