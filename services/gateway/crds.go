@@ -74,7 +74,7 @@ func (a *kubeAPI) listCRDs(ctx context.Context, params listParams) (listPage, er
 		return listPage{}, err
 	}
 	if resp.GetResourceVersion() < minRV {
-		return listPage{}, errTooLargeRV(minRV, resp.GetResourceVersion())
+		return listPage{}, errTooLargeRV(opts.ResourceVersion, resp.GetResourceVersion(), 1)
 	}
 	return listPage{
 		items:           resp.GetObjects(),

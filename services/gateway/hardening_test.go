@@ -5,12 +5,19 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/crdplane/crdplane/pkg/kstatus"
 )
 
 // wantStatusBody checks an answer's code and its Status's message and
@@ -36,7 +43,10 @@ func wantStatusBody(t *testing.T, resp *http.Response, body []byte, code int, re
 	}
 	if details != nil {
 		want, _ := json.Marshal(details)
-		if string(st.Details) != string(want) {
+		var got, w any
+		_ = json.Unmarshal(st.Details, &got)
+		_ = json.Unmarshal(want, &w)
+		if !reflect.DeepEqual(got, w) {
 			t.Fatalf("details %s, want %s", st.Details, want)
 		}
 	}
@@ -232,4 +242,111 @@ func TestObjectTooLargeThroughTheGateway(t *testing.T) {
 	patch := fmt.Sprintf(`[{"op":"add","path":"/spec/image","value":%q},{"op":"copy","from":"/spec/image","path":"/spec/size"}]`, strings.Repeat("y", 1_600_000))
 	resp, body = g.do("PATCH", base+"/p", patch, "Content-Type", "application/json-patch+json")
 	wantStatusBody(t, resp, body, http.StatusInternalServerError, "", "etcdserver: request is too large", nil)
+}
+
+// Reads and watches at a resourceVersion the store has not reached, as
+// upstream v1.33 answers them (read back from upstream's
+// apiextensions-apiserver).
+func TestFutureResourceVersions(t *testing.T) {
+	g := newTestGateway(t)
+	g.createCronTabCRD()
+	base := "/apis/stable.example.com/v1/namespaces/default/crontabs"
+	g.expect(http.StatusCreated, "POST", base, cronTab("a", map[string]any{}))
+	l := g.expect(http.StatusOK, "GET", base, nil)
+	cur, _ := strconv.ParseInt(str(meta(l)["resourceVersion"]), 10, 64)
+	future := strconv.FormatInt(cur+1000, 10)
+	tooLarge := func(asked string) string {
+		return fmt.Sprintf("Timeout: Too large resource version: %s, current: %d", asked, cur)
+	}
+	cause := []any{map[string]any{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}}
+	retry := map[string]any{"causes": cause, "retryAfterSeconds": 1}
+	noRetry := map[string]any{"causes": cause}
+
+	t.Run("reads", func(t *testing.T) {
+		tests := []struct {
+			name, path  string
+			code        int
+			reason, msg string
+			details     any
+			waits       bool
+		}{
+			// Not older than: the watch cache waits 3s, then 504.
+			{"list", base + "?resourceVersion=" + future, 504, "Timeout", tooLarge(future), retry, true},
+			{"list NotOlderThan", base + "?resourceVersion=" + future + "&resourceVersionMatch=NotOlderThan", 504, "Timeout", tooLarge(future), retry, true},
+			{"list past MaxInt64", base + "?resourceVersion=18446744073709551615", 504, "Timeout", tooLarge("18446744073709551615"), retry, true},
+			{"get", base + "/a?resourceVersion=" + future, 504, "Timeout", tooLarge(future), retry, true},
+			{"get of a missing object", base + "/nope?resourceVersion=" + future, 504, "Timeout", tooLarge(future), retry, true},
+			// Exact: etcd's error, at once.
+			{"list Exact", base + "?resourceVersion=" + future + "&resourceVersionMatch=Exact", 500, "", "etcdserver: mvcc: required revision is a future revision", nil, false},
+			{"list with a limit", base + "?resourceVersion=" + future + "&limit=1", 500, "", "etcdserver: mvcc: required revision is a future revision", nil, false},
+			{"list Exact MaxInt64", base + "?resourceVersion=9223372036854775807&resourceVersionMatch=Exact", 500, "", "etcdserver: mvcc: required revision is a future revision", nil, false},
+			// Past MaxInt64, exact: the latest, then 504 without a hint.
+			{"list Exact past MaxInt64", base + "?resourceVersion=18446744073709551615&resourceVersionMatch=Exact", 504, "Timeout", tooLarge("18446744073709551615"), noRetry, false},
+			{"list with a limit past MaxInt64", base + "?resourceVersion=9223372036854775808&limit=2", 504, "Timeout", tooLarge("9223372036854775808"), noRetry, false},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				start := time.Now()
+				resp, body := g.do("GET", tt.path, nil)
+				took := time.Since(start)
+				wantStatusBody(t, resp, body, tt.code, tt.reason, tt.msg, tt.details)
+				if tt.waits && (took < 2900*time.Millisecond || took > 6*time.Second) {
+					t.Fatalf("answered after %s, want after upstream's 3s wait", took)
+				}
+				if !tt.waits && took > time.Second {
+					t.Fatalf("answered after %s, want at once", took)
+				}
+			})
+		}
+	})
+
+	// A revision reached during the wait: the read succeeds.
+	next := strconv.FormatInt(cur+2, 10)
+	type result struct {
+		code int
+		body []byte
+	}
+	done := make(chan result, 2)
+	for _, p := range []string{base + "?resourceVersion=" + next, base + "/c?resourceVersion=" + next} {
+		go func() {
+			resp, body := g.do("GET", p, nil)
+			done <- result{resp.StatusCode, body}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	g.expect(http.StatusCreated, "POST", base, cronTab("b", map[string]any{}))
+	g.expect(http.StatusCreated, "POST", base, cronTab("c", map[string]any{}))
+	for range 2 {
+		if r := <-done; r.code != http.StatusOK {
+			t.Fatalf("read during the wait: %d %s", r.code, r.body)
+		}
+	}
+
+	// A watch from a revision still to come waits silently (no error
+	// event, no bookmark), the largest ones included.
+	for _, rv := range []string{strconv.FormatInt(cur+1000, 10), "9223372036854775807", "18446744073709551615"} {
+		resp, next := g.openWatch(base + "?watch=true&allowWatchBookmarks=true&timeoutSeconds=2&resourceVersion=" + rv)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("watch from %s: %d", rv, resp.StatusCode)
+		}
+		if ev, ok := next(); ok {
+			t.Fatalf("watch from %s: event %+v", rv, ev)
+		}
+	}
+}
+
+// A backend's Status that travels with a context code (the storage
+// service's 504 Too large resource version) is an error event, not the
+// end of the stream.
+func TestIsStreamEnd(t *testing.T) {
+	withStatus := kstatus.ToGRPC(apierrors.NewTimeoutError("Too large resource version: 9, current: 3", 1))
+	if status.Code(withStatus) != codes.DeadlineExceeded || isStreamEnd(withStatus) {
+		t.Fatalf("%v: a stream end", withStatus)
+	}
+	for _, err := range []error{status.Error(codes.DeadlineExceeded, "context deadline exceeded"), status.Error(codes.Canceled, "context canceled")} {
+		if !isStreamEnd(err) {
+			t.Fatalf("%v: not a stream end", err)
+		}
+	}
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"math"
 	"net/http"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
-	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 )
@@ -80,17 +79,24 @@ func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out outp
 	if err != nil {
 		return nil, err
 	}
+	minRV = clampRV(minRV, req.GetResourceVersion())
 	addWarnings(ctx, r.warnings...)
-	resp, err := a.storage.Get(ctx, &storagev1.GetRequest{Key: r.objectKey(req.GetNamespace(), req.GetName())})
+	key := r.objectKey(req.GetNamespace(), req.GetName())
+	resp, err := a.storage.Get(ctx, &storagev1.GetRequest{Key: key})
+	if minRV > 0 && (err == nil && resp.GetResourceVersion() < minRV || apierrors.IsNotFound(storageErr(err, r.groupResource(), req.GetName()))) {
+		// "Not older than" a revision the object does not show: the store
+		// must have reached it (upstream's watch cache waits for it first,
+		// a missing object included), else 504.
+		waited, werr := a.waitForRevision(ctx, r, minRV, req.GetResourceVersion())
+		if werr != nil {
+			return nil, werr
+		}
+		if waited {
+			resp, err = a.storage.Get(ctx, &storagev1.GetRequest{Key: key})
+		}
+	}
 	if err != nil {
 		return nil, storageErr(err, r.groupResource(), req.GetName())
-	}
-	if minRV > resp.GetResourceVersion() {
-		// "Not older than": the object has not changed since, unless the
-		// revision asked for is still to come.
-		if err := a.checkRevisionReached(ctx, r, minRV); err != nil {
-			return nil, err
-		}
 	}
 	obj, err := a.readObject(ctx, r, resp.GetObject())
 	if err != nil {
@@ -100,23 +106,6 @@ func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out outp
 		return a.scaleGet(r, out, rm, obj)
 	}
 	return respondObject(out, rm, obj, func() *tablePrinter { return newColumnPrinter(printerColumns(r.crd, r.version)) })
-}
-
-// checkRevisionReached answers 504 (upstream's "Too large resource
-// version") when etcd has not reached revision rv yet.
-func (a *kubeAPI) checkRevisionReached(ctx context.Context, r *resource, rv int64) error {
-	_, err := a.storage.List(ctx, &storagev1.ListRequest{Prefix: r.collectionKey(""), Options: &commonv1.ListOptions{Limit: 1, ResourceVersion: rv}})
-	if err == nil || kstatus.FromError(err).Reason == metav1.StatusReasonExpired {
-		return nil
-	}
-	return err
-}
-
-// errTooLargeRV is upstream's answer for a read at a revision not reached yet.
-func errTooLargeRV(asked, current int64) error {
-	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", asked, current), 1)
-	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
-	return err
 }
 
 // respondObject renders one object (JSON at the request version) in the
@@ -300,12 +289,36 @@ func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string,
 	if err != nil {
 		return listPage{}, err
 	}
-	resp, err := a.storage.List(ctx, &storagev1.ListRequest{Prefix: r.collectionKey(namespace), Options: lo})
+	beyond := rvBeyondRevisions(opts.ResourceVersion)
+	// Exact as upstream decides it, from the parameters as written.
+	exactBeyond := beyond && (opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact ||
+		opts.ResourceVersionMatch == "" && opts.Limit > 0)
+	switch {
+	case exactBeyond:
+		// An exact read past the largest revision: upstream's etcd3 store
+		// reads int64(rv), a negative revision, which etcd reads as the
+		// latest; then the result is older than asked (no retry hint).
+		lo.ResourceVersion = 0
+	case beyond:
+		minRV = math.MaxInt64
+	}
+	req := &storagev1.ListRequest{Prefix: r.collectionKey(namespace), Options: lo}
+	resp, err := a.storage.List(ctx, req)
 	if err != nil {
 		return listPage{}, err
 	}
+	if exactBeyond {
+		return listPage{}, errTooLargeRV(opts.ResourceVersion, resp.GetResourceVersion(), 0)
+	}
 	if resp.GetResourceVersion() < minRV {
-		return listPage{}, errTooLargeRV(minRV, resp.GetResourceVersion())
+		// "Not older than" a revision still to come: wait for it, then
+		// read again, as upstream's watch cache does.
+		if _, err := a.waitForRevision(ctx, r, minRV, opts.ResourceVersion); err != nil {
+			return listPage{}, err
+		}
+		if resp, err = a.storage.List(ctx, req); err != nil {
+			return listPage{}, err
+		}
 	}
 	return listPage{
 		items:           resp.GetObjects(),
@@ -377,6 +390,8 @@ func (a *kubeAPI) crWatch(ctx context.Context, req *gatewayv1.WatchRequest, para
 	if err != nil {
 		return err
 	}
+	// Past the largest revision: a watch that waits (silently) forever.
+	rv = clampRV(rv, opts.ResourceVersion)
 	plan := planWatch(opts, rv, a.minRequestTimeout)
 	plan.apiVersion, plan.kind = r.apiVersion(), r.kind
 	plan.convert = func(ctx context.Context, obj []byte) ([]byte, error) {

@@ -263,10 +263,21 @@ func eventTypeName(t commonv1.EventType) string {
 	return eventError
 }
 
-// isStreamEnd reports errors that only mean the watch context ended.
+// isStreamEnd reports errors that only mean the watch context ended. A
+// backend's Status with such a code (a 504 "Too large resource version")
+// is an error for the client, not an end.
 func isStreamEnd(err error) bool {
-	switch status.Code(err) {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	switch st.Code() {
 	case codes.Canceled, codes.DeadlineExceeded:
+		for _, d := range st.Details() {
+			if _, isStatus := d.(*commonv1.KubeStatus); isStatus {
+				return false
+			}
+		}
 		return true
 	}
 	return false
