@@ -207,8 +207,8 @@ func TestRegistryKubectl(t *testing.T) {
 	t.Run("CEL rules and defaults are checked", func(t *testing.T) {
 		for file, want := range map[string][]string{
 			"registry-cel-crd.yaml": {
-				// the value is the whole rule (upstream's internal type)
-				`The CustomResourceDefinition "rules.registry.example.com" is invalid: spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: {"Rule":"self.replicas \u003e",`,
+				// the value is the whole rule (upstream's internal type, %#v)
+				`The CustomResourceDefinition "rules.registry.example.com" is invalid: spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:"self.replicas >",`,
 				`compilation failed: ERROR: <input>:1:16: Syntax error: mismatched input '<EOF>'`,
 			},
 			"registry-default-crd.yaml": {

@@ -11,8 +11,13 @@ package fielderr
 
 import (
 	"fmt"
+	"net/http"
 	"reflect"
+	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -59,4 +64,46 @@ func Body(e *field.Error) string {
 		s += fmt.Sprintf(": %s", e.Detail)
 	}
 	return s
+}
+
+// Aggregate is v0.33's errs.ToAggregate().Error(): each distinct error
+// once, in brackets when there are several ("" for none).
+func Aggregate(errs field.ErrorList) string {
+	var msgs []string
+	seen := map[string]bool{}
+	for _, e := range errs {
+		if m := Error(e); !seen[m] {
+			seen[m] = true
+			msgs = append(msgs, m)
+		}
+	}
+	if len(msgs) == 1 {
+		return msgs[0]
+	}
+	if len(msgs) == 0 {
+		return ""
+	}
+	return "[" + strings.Join(msgs, ", ") + "]"
+}
+
+// NewInvalid is v0.33's apierrors.NewInvalid: the 422 for errs, every
+// cause's message rendered by Body, the message listing each distinct
+// error once ("<kind> \"<name>\" is invalid: [<a>, <b>]", without the
+// brackets for a single error).
+func NewInvalid(qualifiedKind schema.GroupKind, name string, errs field.ErrorList) *apierrors.StatusError {
+	causes := make([]metav1.StatusCause, 0, len(errs))
+	for _, e := range errs {
+		causes = append(causes, metav1.StatusCause{Type: metav1.CauseType(e.Type), Message: Body(e), Field: e.Field})
+	}
+	msg := fmt.Sprintf("%s %q is invalid", qualifiedKind.String(), name)
+	if len(errs) > 0 {
+		msg += ": " + Aggregate(errs)
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusUnprocessableEntity,
+		Reason:  metav1.StatusReasonInvalid,
+		Message: msg,
+		Details: &metav1.StatusDetails{Group: qualifiedKind.Group, Kind: qualifiedKind.Kind, Name: name, Causes: causes},
+	}}
 }

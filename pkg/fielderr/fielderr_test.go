@@ -3,6 +3,8 @@ package fielderr
 import (
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -50,3 +52,31 @@ func TestError(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// TestNewInvalid: the 422 as apimachinery v0.33's apierrors.NewInvalid
+// renders it: causes with v0.33 bodies (a uint64 as 0x0, a []string with
+// %#v), repeated errors once in the message, brackets for several.
+func TestNewInvalid(t *testing.T) {
+	gk := schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+	p := field.NewPath("spec", "versions")
+	one := NewInvalid(gk, "a", field.ErrorList{field.Invalid(p, []string(nil), "d")})
+	if want := `CustomResourceDefinition.apiextensions.k8s.io "a" is invalid: spec.versions: Invalid value: []string(nil): d`; one.Error() != want {
+		t.Errorf("got  %s\nwant %s", one.Error(), want)
+	}
+	errs := field.ErrorList{
+		field.Invalid(field.NewPath("metadata", "resourceVersion"), uint64(0), "must be specified for an update"),
+		field.Required(p, ""),
+		field.Required(p, ""),
+	}
+	st := NewInvalid(schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "customresourcedefinitions"}, "b", errs).ErrStatus
+	if want := `customresourcedefinitions.apiextensions.k8s.io "b" is invalid: [metadata.resourceVersion: Invalid value: 0x0: must be specified for an update, spec.versions: Required value]`; st.Message != want {
+		t.Errorf("got  %s\nwant %s", st.Message, want)
+	}
+	if st.Code != 422 || st.Reason != metav1.StatusReasonInvalid || len(st.Details.Causes) != 3 || st.Details.Causes[0].Message != "Invalid value: 0x0: must be specified for an update" ||
+		st.Details.Kind != "customresourcedefinitions" || st.Details.Name != "b" {
+		t.Errorf("status %+v", st)
+	}
+	if got := NewInvalid(gk, "c", nil).Error(); got != `CustomResourceDefinition.apiextensions.k8s.io "c" is invalid` {
+		t.Errorf("no errors: %s", got)
+	}
+}

@@ -308,11 +308,12 @@ func TestUpdate(t *testing.T) {
 	if s := status(err); s.Code != http.StatusConflict || s.Message != fmt.Sprintf(`Operation cannot be fulfilled on customresourcedefinitions.apiextensions.k8s.io "%s": the object has been modified; please apply your changes to the latest version and try again`, name) {
 		t.Errorf("stale update: %+v", s)
 	}
-	// no resourceVersion
+	// no resourceVersion: upstream's generic store names the resource as
+	// the kind and renders the value (a uint64) as 0x0
 	edit = getT(t, name)
 	edit.ResourceVersion = ""
 	_, err = update(edit, "")
-	if s := status(err); s.Code != 422 || s.Message != fmt.Sprintf(`CustomResourceDefinition.apiextensions.k8s.io "%s" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update`, name) {
+	if s := status(err); s.Code != 422 || s.Details.Kind != "customresourcedefinitions" || s.Message != fmt.Sprintf(`customresourcedefinitions.apiextensions.k8s.io "%s" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update`, name) {
 		t.Errorf("update without resourceVersion: %+v", s)
 	}
 	// name mismatch

@@ -138,7 +138,7 @@ func TestDeletePreconditions(t *testing.T) {
 	}{
 		{&registryv1.DeleteRequest{Name: "nope." + group}, 404, fmt.Sprintf(`customresourcedefinitions.apiextensions.k8s.io "nope.%s" not found`, group)},
 		{&registryv1.DeleteRequest{Name: name, PreconditionUid: "x"}, 409,
-			fmt.Sprintf(`Operation cannot be fulfilled on customresourcedefinitions.apiextensions.k8s.io "%s": precondition failed: UID in precondition: x, UID in object meta: %s`, name, crd.UID)},
+			fmt.Sprintf(`Operation cannot be fulfilled on customresourcedefinitions.apiextensions.k8s.io "%s": Precondition failed: UID in precondition: x, UID in object meta: %s`, name, crd.UID)},
 		{&registryv1.DeleteRequest{Name: name, PreconditionResourceVersion: "1"}, 409, ""},
 	}
 	for _, tt := range tests {

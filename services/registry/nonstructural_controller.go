@@ -7,6 +7,8 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/crdplane/crdplane/pkg/fielderr"
 )
 
 const condNonStructural = apiextensionsv1.NonStructuralSchema
@@ -69,6 +71,6 @@ func nonStructuralCondition(crd *CRD) *condition {
 		Type:    condNonStructural,
 		Status:  apiextensionsv1.ConditionTrue,
 		Reason:  "Violations",
-		Message: errs.ToAggregate().Error(),
+		Message: fielderr.Aggregate(errs),
 	}
 }

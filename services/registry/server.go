@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
@@ -184,12 +185,13 @@ func (s *server) Patch(ctx context.Context, req *registryv1.PatchRequest) (*regi
 // resourceVersion check, the strategy, validation, and the write.
 func (s *server) update(ctx context.Context, crd, cur *CRD, subresource string, dryRun bool) (*CRD, []string, error) {
 	if crd.ResourceVersion == "" || crd.ResourceVersion == "0" {
-		return nil, nil, apierrors.NewInvalid(crdGK, crd.Name, field.ErrorList{
+		// upstream's generic store: the resource as the kind, the value a uint64 (0x0)
+		return nil, nil, fielderr.NewInvalid(schema.GroupKind{Group: crdGR.Group, Kind: crdGR.Resource}, crd.Name, field.ErrorList{
 			field.Invalid(field.NewPath("metadata").Child("resourceVersion"), uint64(0), "must be specified for an update"),
 		})
 	}
 	if _, err := strconv.ParseUint(crd.ResourceVersion, 10, 64); err != nil {
-		return nil, nil, apierrors.NewInvalid(schema.GroupKind{Group: crdGR.Group, Kind: crdGR.Resource}, crd.Name, field.ErrorList{
+		return nil, nil, fielderr.NewInvalid(schema.GroupKind{Group: crdGR.Group, Kind: crdGR.Resource}, crd.Name, field.ErrorList{
 			field.Invalid(field.NewPath("resourceVersion"), crd.ResourceVersion, err.Error()),
 		})
 	}
@@ -261,10 +263,10 @@ func (s *server) deleteOnce(ctx context.Context, req *registryv1.DeleteRequest) 
 		return nil, err
 	}
 	if uid := req.GetPreconditionUid(); uid != "" && uid != string(cur.UID) {
-		return nil, apierrors.NewConflict(crdGR, name, fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", uid, cur.UID))
+		return nil, apierrors.NewConflict(crdGR, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, cur.UID))
 	}
 	if rv := req.GetPreconditionResourceVersion(); rv != "" && rv != cur.ResourceVersion {
-		return nil, apierrors.NewConflict(crdGR, name, fmt.Errorf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", rv, cur.ResourceVersion))
+		return nil, apierrors.NewConflict(crdGR, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", rv, cur.ResourceVersion))
 	}
 	rv, err := resourceVersion(cur)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/objmeta"
 )
 
@@ -164,7 +165,7 @@ func invalid(name string, errs field.ErrorList) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return apierrors.NewInvalid(crdGK, name, errs)
+	return fielderr.NewInvalid(crdGK, name, errs)
 }
 
 func metaMap(m *metav1.ObjectMeta) (map[string]any, error) {

@@ -93,7 +93,7 @@ func asV133(errs field.ErrorList) field.ErrorList {
 func upstreamMessage(name string, errs field.ErrorList) string {
 	errs = asV133(errs)
 	if err := invalid(name, errs); err != nil {
-		return err.Error()
+		return withoutPointers(err.Error())
 	}
 	return ""
 }
@@ -163,7 +163,7 @@ func TestSchemaRequired(t *testing.T) {
 			}
 			got := ""
 			if err != nil {
-				got = err.Error()
+				got = withoutPointers(err.Error())
 			}
 			if got != tc.want {
 				t.Errorf("got:\n%s\nwant:\n%s", got, tc.want)

@@ -473,14 +473,10 @@ func causes(errs field.ErrorList) []*commonv1.StatusCause {
 	return out
 }
 
-// crdCauses renders a CRD's field errors as causes with the library's
-// error bodies, as the registry renders the rest of a CRD's validation
-// (the values there are upstream's internal API types, which v1.33
-// prints with %#v, pointers as addresses).
+// crdCauses renders a CRD's field errors as causes, worded as upstream
+// v1.33 as the registry renders the rest of a CRD's validation (the
+// values there are upstream's internal API types, which v1.33 prints with
+// %#v, pointers as addresses).
 func crdCauses(errs field.ErrorList) []*commonv1.StatusCause {
-	out := make([]*commonv1.StatusCause, 0, len(errs))
-	for _, e := range errs {
-		out = append(out, &commonv1.StatusCause{Reason: string(e.Type), Message: e.ErrorBody(), Field: e.Field})
-	}
-	return out
+	return causes(errs)
 }

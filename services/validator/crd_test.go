@@ -18,6 +18,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 
+	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
 )
@@ -67,11 +68,11 @@ func upstreamCRDErrors(t *testing.T, crdYAML, oldYAML string) []string {
 	var out []string
 	if oldYAML == "" {
 		for _, e := range upstreamvalidation.ValidateCustomResourceDefinition(ctx, crd) {
-			out = append(out, e.Error())
+			out = append(out, fielderr.Error(e))
 		}
 	} else {
 		for _, e := range upstreamvalidation.ValidateCustomResourceDefinitionUpdate(ctx, crd, conv(oldYAML)) {
-			out = append(out, e.Error())
+			out = append(out, fielderr.Error(e))
 		}
 	}
 	return out
@@ -94,9 +95,16 @@ func crdJSON(t *testing.T, y string) []byte {
 	return b
 }
 
-var selfTypeName = regexp.MustCompile(`selfType\d+`)
+var (
+	selfTypeName = regexp.MustCompile(`selfType\d+`)
+	pointer      = regexp.MustCompile(`\)\(0x[0-9a-f]+\)`)
+)
 
-func normalizeCRDError(s string) string { return selfTypeName.ReplaceAllString(s, "selfType") }
+// normalizeCRDError makes generated CEL type names and the addresses of
+// pointers (values rendered with %#v) comparable.
+func normalizeCRDError(s string) string {
+	return pointer.ReplaceAllString(selfTypeName.ReplaceAllString(s, "selfType"), ")(<pointer>)")
+}
 
 type crdCase struct {
 	name string
@@ -173,7 +181,7 @@ properties:
 	runCRDCases(t, []crdCase{
 		{name: "valid", crd: crdWith(rule("self > 0"))},
 		{name: "no matching overload", crd: crdWith(rule("self == true")),
-			want: []string{spec + `.properties[spec].properties[x].x-kubernetes-validations[0].rule: Invalid value: {"Rule":"self == true","Message":"","MessageExpression":"","Reason":null,"FieldPath":"","OptionalOldSelf":null}: compilation failed: ERROR: <input>:1:6: found no matching overload for '_==_' applied to '(int, bool)'` + "\n | self == true\n | .....^"}},
+			want: []string{spec + `.properties[spec].properties[x].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:"self == true", Message:"", MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:6: found no matching overload for '_==_' applied to '(int, bool)'` + "\n | self == true\n | .....^"}},
 		{name: "no such field", crd: crdWith(`
 type: object
 properties:
@@ -183,11 +191,11 @@ properties:
     - rule: self.nonExistingField > 0
     properties:
       x: {type: integer}
-`), want: []string{spec + `.properties[spec].x-kubernetes-validations[0].rule: Invalid value: {"Rule":"self.nonExistingField \u003e 0","Message":"","MessageExpression":"","Reason":null,"FieldPath":"","OptionalOldSelf":null}: compilation failed: ERROR: <input>:1:5: undefined field 'nonExistingField'...`}},
+`), want: []string{spec + `.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:"self.nonExistingField > 0", Message:"", MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:5: undefined field 'nonExistingField'...`}},
 		{name: "invalid macro argument", crd: crdWith(rule("has(self)")),
-			want: []string{spec + `.properties[spec].properties[x].x-kubernetes-validations[0].rule: Invalid value: {"Rule":"has(self)","Message":"","MessageExpression":"","Reason":null,"FieldPath":"","OptionalOldSelf":null}: compilation failed: ERROR: <input>:1:5: invalid argument to has() macro...`}},
+			want: []string{spec + `.properties[spec].properties[x].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:"has(self)", Message:"", MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:5: invalid argument to has() macro...`}},
 		{name: "not a bool", crd: crdWith(rule("self + 1")),
-			want: []string{spec + `.properties[spec].properties[x].x-kubernetes-validations[0].rule: Invalid value: {"Rule":"self + 1","Message":"","MessageExpression":"","Reason":null,"FieldPath":"","OptionalOldSelf":null}: cel expression must evaluate to a bool`}},
+			want: []string{spec + `.properties[spec].properties[x].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:"self + 1", Message:"", MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: cel expression must evaluate to a bool`}},
 		{name: "messageExpression", crd: crdWith(`
 type: object
 properties:
@@ -204,8 +212,8 @@ properties:
         - rule: self > 2
           messageExpression: "'x must be greater than 2'"
 `), want: []string{
-			spec + `.properties[spec].properties[x].x-kubernetes-validations[0].messageExpression: Invalid value: {"Rule":"self \u003e 0","Message":"","MessageExpression":"self","Reason":null,"FieldPath":"","OptionalOldSelf":null}: messageExpression must evaluate to a string`,
-			spec + `.properties[spec].properties[x].x-kubernetes-validations[1].messageExpression: Invalid value: {"Rule":"self \u003e 1","Message":"","MessageExpression":"'x' + self","Reason":null,"FieldPath":"","OptionalOldSelf":null}: messageExpression compilation failed: ERROR: <input>:1:5: found no matching overload for '_+_' applied to '(string, int)'...`,
+			spec + `.properties[spec].properties[x].x-kubernetes-validations[0].messageExpression: Invalid value: apiextensions.ValidationRule{Rule:"self > 0", Message:"", MessageExpression:"self", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: messageExpression must evaluate to a string`,
+			spec + `.properties[spec].properties[x].x-kubernetes-validations[1].messageExpression: Invalid value: apiextensions.ValidationRule{Rule:"self > 1", Message:"", MessageExpression:"'x' + self", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: messageExpression compilation failed: ERROR: <input>:1:5: found no matching overload for '_+_' applied to '(string, int)'...`,
 		}},
 		{name: "oldSelf on uncorrelatable items", crd: crdWith(`
 type: object
@@ -277,7 +285,7 @@ properties:
           optionalOldSelf: true
 `), want: []string{
 			spec + `.properties[spec].properties[x].x-kubernetes-validations[0].optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule`,
-			spec + `.properties[spec].properties[x].x-kubernetes-validations[3].rule: Invalid value: {"Rule":"oldSelf \u003c= self","Message":"","MessageExpression":"","Reason":null,"FieldPath":"","OptionalOldSelf":true}: compilation failed: ERROR: <input>:1:9: found no matching overload for '_<=_' applied to '(optional_type(int), int)'...`,
+			spec + `.properties[spec].properties[x].x-kubernetes-validations[3].rule: Invalid value: apiextensions.ValidationRule{Rule:"oldSelf <= self", Message:"", MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(<pointer>)}: compilation failed: ERROR: <input>:1:9: found no matching overload for '_<=_' applied to '(optional_type(int), int)'...`,
 			// A rule that does not compile does not use oldSelf either.
 			spec + `.properties[spec].properties[x].x-kubernetes-validations[3].optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule`,
 		}},
@@ -293,11 +301,11 @@ properties:
     x-kubernetes-validations:
     - rule: "self.other > 0"
 `), want: []string{
-			spec + `.properties[spec].x-kubernetes-validations[0].rule: Invalid value: {"Rule":"self.other \u003e 0","Message":"","MessageExpression":"","Reason":null,"FieldPath":"","OptionalOldSelf":null}: compilation failed: ERROR: <input>:1:5: undefined field 'other'...`,
-			spec + `.x-kubernetes-validations[1].rule: Invalid value: {"Rule":"self.metadata.labels.size() \u003e 0","Message":"","MessageExpression":"","Reason":null,"FieldPath":"","OptionalOldSelf":null}: compilation failed: ERROR: <input>:1:14: undefined field 'labels'...`,
+			spec + `.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:"self.other > 0", Message:"", MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:5: undefined field 'other'...`,
+			spec + `.x-kubernetes-validations[1].rule: Invalid value: apiextensions.ValidationRule{Rule:"self.metadata.labels.size() > 0", Message:"", MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:14: undefined field 'labels'...`,
 		}},
 		{name: "per-version schemas", crd: crdWith(rule("self > 0"), rule("self == 'x'")),
-			want: []string{`spec.versions[1].schema.openAPIV3Schema.properties[spec].properties[x].x-kubernetes-validations[0].rule: Invalid value: {"Rule":"self == 'x'","Message":"","MessageExpression":"","Reason":null,"FieldPath":"","OptionalOldSelf":null}: compilation failed: ERROR: <input>:1:6: found no matching overload for '_==_' applied to '(int, string)'...`}},
+			want: []string{`spec.versions[1].schema.openAPIV3Schema.properties[spec].properties[x].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:"self == 'x'", Message:"", MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:6: found no matching overload for '_==_' applied to '(int, string)'...`}},
 	})
 }
 
@@ -451,7 +459,7 @@ properties:
         default: {a: 1, b: 2}
         properties:
           a: {type: integer}
-`), want: []string{spec + `.properties[spec].properties[obj].default: Invalid value: {"a":1,"b":2}: must not have unknown fields`}},
+`), want: []string{spec + `.properties[spec].properties[obj].default: Invalid value: map[string]interface {}{"a":1, "b":2}: must not have unknown fields`}},
 		{name: "default against the schema", crd: crdWith(`
 type: object
 properties:
@@ -517,7 +525,7 @@ properties:
         default: {a: 1, b: 2}
         properties:
           a: {type: integer}
-`), want: []string{spec + `.properties[spec].properties[obj].default: Invalid value: {"a":1,"b":2}: must not have unknown fields`}},
+`), want: []string{spec + `.properties[spec].properties[obj].default: Invalid value: map[string]interface {}{"a":1, "b":2}: must not have unknown fields`}},
 		{name: "embedded resource defaults", crd: crdWith(`
 type: object
 properties:
@@ -575,7 +583,7 @@ properties:
 			want: []string{spec + ".properties[l].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 2.0x ..."}},
 		{name: "unpruned defaults stay allowed", crd: strings.Replace(unpruned, "b: 2", "b: 3", 1), old: unpruned},
 		{name: "pruned defaults stay required", crd: unpruned, old: crdWith("type: object"),
-			want: []string{spec + `.properties[spec].properties[obj].default: Invalid value: {"a":1,"b":2}: must not have unknown fields`}},
+			want: []string{spec + `.properties[spec].properties[obj].default: Invalid value: map[string]interface {}{"a":1, "b":2}: must not have unknown fields`}},
 	})
 }
 
