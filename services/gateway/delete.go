@@ -206,6 +206,11 @@ func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCol
 	if err != nil {
 		return reply(nil, err)
 	}
+	// Upstream's deletecollection lists from etcd: a "." or ".."
+	// namespace is its key's 500.
+	if err := checkStorageKey(r, req.GetNamespace(), ""); err != nil {
+		return reply(nil, err)
+	}
 	addWarnings(ctx, r.warnings...)
 	var all listPage
 	for {

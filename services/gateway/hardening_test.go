@@ -350,3 +350,104 @@ func TestIsStreamEnd(t *testing.T) {
 		}
 	}
 }
+
+// Names and namespaces in request paths, answered as upstream v1.33
+// answers them (each read back from upstream's apiextensions-apiserver).
+func TestPathsAsUpstream(t *testing.T) {
+	g := newTestGateway(t)
+	g.createCronTabCRD()
+	B := "/apis/stable.example.com/v1"
+	g.expect(http.StatusCreated, "POST", B+"/namespaces/default/crontabs", cronTab("a", map[string]any{}))
+	notFound := func(name string) string { return fmt.Sprintf("crontabs.stable.example.com %q not found", name) }
+	invalidName := func(name, why string) string { return fmt.Sprintf("Name parameter invalid: %q: %s", name, why) }
+	invalidKey := func(key string) string { return fmt.Sprintf("invalid key: %q", key) }
+	const obj = `{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"z"}}`
+	tests := []struct {
+		method, path, body string
+		code               int
+		reason, msg        string // msg "" with code 200: a list (items checked empty unless name)
+		name               string // a 200's object name
+	}{
+		// An encoded slash separates segments: a%2Fb is the subresource b
+		// of a (404 "a"), a%2F is a.
+		{"GET", "/namespaces/default/crontabs/a%2Fb", "", 404, "NotFound", notFound("a"), ""},
+		{"GET", "/namespaces/default/crontabs/a%2F", "", 200, "", "", "a"},
+		{"GET", "/namespaces/default/crontabs/a%00", "", 404, "NotFound", notFound("a\x00"), ""},
+		// Names that are not path segments.
+		{"GET", "/namespaces/default/crontabs/%2E%2E", "", 400, "BadRequest", invalidName("..", "may not be '..'"), ""},
+		{"GET", "/namespaces/default/crontabs/..", "", 400, "BadRequest", invalidName("..", "may not be '..'"), ""},
+		{"GET", "/namespaces/default/crontabs/%2E", "", 400, "BadRequest", invalidName(".", "may not be '.'"), ""},
+		{"GET", "/namespaces/default/crontabs/a%25", "", 400, "BadRequest", invalidName("a%", "may not contain '%'"), ""},
+		{"GET", "/namespaces/default/crontabs/%2E%2E?resourceVersion=abc", "", 400, "BadRequest", invalidName("..", "may not be '..'"), ""},
+		{"DELETE", "/namespaces/default/crontabs/%2E%2E", "", 400, "BadRequest", invalidName("..", "may not be '..'"), ""},
+		{"PATCH", "/namespaces/default/crontabs/%2E%2E", "not json", 400, "BadRequest", invalidName("..", "may not be '..'"), ""},
+		{"PUT", "/namespaces/default/crontabs/%2E%2E", `{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":".."}}`,
+			400, "BadRequest", invalidName("..", "may not be '..'"), ""},
+		{"PUT", "/namespaces/default/crontabs/%2E%2E", obj, 400, "BadRequest", "the name of the object (z) does not match the name on the URL (..)", ""},
+		// Namespaces that are no DNS label: nothing there.
+		{"GET", "/namespaces/%00/crontabs", "", 200, "", "", ""},
+		{"GET", "/namespaces/Bad_NS/crontabs", "", 200, "", "", ""},
+		{"GET", "/namespaces/a%25/crontabs", "", 200, "", "", ""},
+		{"GET", "/namespaces/%2E%2E/crontabs", "", 200, "", "", ""},
+		{"GET", "/namespaces/%2E/crontabs?limit=1", "", 200, "", "", ""},
+		{"GET", "/namespaces/%00/crontabs/a", "", 404, "NotFound", notFound("a"), ""},
+		{"GET", "/namespaces/Bad_NS/crontabs/a", "", 404, "NotFound", notFound("a"), ""},
+		{"GET", "/namespaces/a%25/crontabs/a", "", 404, "NotFound", notFound("a"), ""},
+		{"GET", "/namespaces/default%2Fcrontabs/crontabs", "", 404, "NotFound", notFound("crontabs"), ""},
+		{"POST", "/namespaces/Bad_NS/crontabs", obj, 422, "Invalid", "", ""},
+		// "." and "..": etcd's keys refuse them.
+		{"GET", "/namespaces/%2E%2E/crontabs/a", "", 500, "", invalidKey("/stable.example.com/crontabs/../a"), ""},
+		{"GET", "/namespaces/%2E/crontabs/a", "", 500, "", invalidKey("/stable.example.com/crontabs/./a"), ""},
+		{"GET", "/namespaces/%2E%2E/crontabs/a?resourceVersion=0", "", 404, "NotFound", notFound("a"), ""},
+		{"DELETE", "/namespaces/%2E%2E/crontabs/a", "", 500, "", invalidKey("/stable.example.com/crontabs/../a"), ""},
+		{"PATCH", "/namespaces/%2E%2E/crontabs/a", "not json", 500, "", invalidKey("/stable.example.com/crontabs/../a"), ""},
+		{"PUT", "/namespaces/%2E%2E/crontabs/a", `{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"a","resourceVersion":"5"}}`,
+			500, "", invalidKey("/stable.example.com/crontabs/../a"), ""},
+		{"DELETE", "/namespaces/%2E%2E/crontabs", "", 500, "", invalidKey("/stable.example.com/crontabs/.."), ""},
+		{"GET", "/namespaces/%2E%2E/crontabs?resourceVersionMatch=Exact&resourceVersion=5", "", 500, "", invalidKey("/stable.example.com/crontabs/.."), ""},
+		// A patch is decoded once the object is read: a missing one is
+		// 404 whatever the body.
+		{"PATCH", "/namespaces/default/crontabs/nope", "not json", 404, "NotFound", notFound("nope"), ""},
+		{"PATCH", "/namespaces/default/crontabs/nope", `[{"op":"bogus"}]`, 404, "NotFound", notFound("nope"), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			var body any
+			if tt.body != "" {
+				body = tt.body
+			}
+			ct := "application/json"
+			if tt.method == "PATCH" {
+				ct = "application/json-patch+json"
+			}
+			resp, data := g.do(tt.method, B+tt.path, body, "Content-Type", ct)
+			if tt.code == 200 {
+				if resp.StatusCode != 200 {
+					t.Fatalf("got %d: %s", resp.StatusCode, data)
+				}
+				var m map[string]any
+				_ = json.Unmarshal(data, &m)
+				if tt.name != "" {
+					if got := str(meta(m)["name"]); got != tt.name {
+						t.Fatalf("got %s", data)
+					}
+				} else if items, ok := m["items"].([]any); !ok || len(items) != 0 {
+					t.Fatalf("want an empty list: %s", data)
+				}
+				return
+			}
+			if tt.msg == "" {
+				if resp.StatusCode != tt.code {
+					t.Fatalf("got %d, want %d: %s", resp.StatusCode, tt.code, data)
+				}
+				return
+			}
+			wantStatusBody(t, resp, data, tt.code, tt.reason, tt.msg, nil)
+		})
+	}
+	// Nothing was written: a is as created, and nothing else exists.
+	l := g.expect(http.StatusOK, "GET", B+"/crontabs", nil)
+	if items := l["items"].([]any); len(items) != 1 {
+		t.Fatalf("objects: %v", items)
+	}
+}

@@ -75,6 +75,16 @@ func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out outp
 	if err := checkSubresource(r, req.GetSubresource(), req.GetName()); err != nil {
 		return nil, err
 	}
+	if err := checkObjectName(req.GetName()); err != nil {
+		return nil, err
+	}
+	if req.GetResourceVersion() == "" {
+		// Without a resourceVersion upstream reads etcd, which refuses a
+		// "." or ".." namespace; with one its watch cache finds nothing.
+		if err := checkStorageKey(r, req.GetNamespace(), req.GetName()); err != nil {
+			return nil, err
+		}
+	}
 	minRV, err := parseRV(schema.GroupKind{Group: r.group, Kind: r.plural}, req.GetResourceVersion())
 	if err != nil {
 		return nil, err
@@ -284,6 +294,11 @@ func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string,
 	}
 	if err := checkFieldSelector(opts.FieldSelector, r.fieldAllowed); err != nil {
 		return listPage{}, err
+	}
+	if listReadsEtcd(opts) {
+		if err := checkStorageKey(r, namespace, ""); err != nil {
+			return listPage{}, err
+		}
 	}
 	lo, minRV, err := storageListOptions(opts, schema.GroupKind{Group: r.group, Kind: r.plural}, r.selectableFields)
 	if err != nil {

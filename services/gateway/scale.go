@@ -210,9 +210,17 @@ func (a *kubeAPI) scaleUpdate(ctx context.Context, r *resource, ns, name string,
 }
 
 // scalePatch serves PATCH .../scale: the patch applies to the current Scale.
-func (a *kubeAPI) scalePatch(ctx context.Context, r *resource, ns, name, pt string, body []byte, strictErrs []error, p updateParams) ([]byte, error) {
+func (a *kubeAPI) scalePatch(ctx context.Context, r *resource, ns, name, pt string, body []byte, p updateParams) ([]byte, error) {
 	first := true
 	return a.scaleWrite(ctx, r, ns, name, p, func(old *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
+		var strictErrs []error
+		if first {
+			// Decoded once the object is read, as upstream's patcher does.
+			var err error
+			if strictErrs, err = decodePatch(pt, body, p.fieldValidation); err != nil {
+				return nil, err
+			}
+		}
 		orig, err := encodeScale(old)
 		if err != nil {
 			return nil, err

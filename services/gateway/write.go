@@ -226,6 +226,9 @@ type current struct {
 
 // readCurrent reads an object and converts it to the request version.
 func (a *kubeAPI) readCurrent(ctx context.Context, r *resource, ns, name string) (*current, error) {
+	if err := checkObjectPath(r, ns, name); err != nil {
+		return nil, err
+	}
 	key := r.objectKey(ns, name)
 	resp, err := a.storage.Get(ctx, &storagev1.GetRequest{Key: key})
 	if err != nil {
@@ -517,12 +520,8 @@ func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts
 		return nil, err
 	}
 	addWarnings(ctx, r.warnings...)
-	strictErrs, err := decodePatch(pt, req.GetBody().GetData(), opts.FieldValidation)
-	if err != nil {
-		return nil, err
-	}
 	if sub == "scale" {
-		doc, err := a.scalePatch(ctx, r, ns, name, pt, req.GetBody().GetData(), strictErrs, updateParams{
+		doc, err := a.scalePatch(ctx, r, ns, name, pt, req.GetBody().GetData(), updateParams{
 			name: name, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
 		})
 		if err != nil {
@@ -530,10 +529,18 @@ func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts
 		}
 		return out.body(doc), nil
 	}
+	var strictErrs []error
 	for attempt := 0; ; attempt++ {
 		cur, err := a.readCurrent(ctx, r, ns, name)
 		if err != nil {
 			return nil, err
+		}
+		if attempt == 0 {
+			// Decoded once the object is read, as upstream's patcher does
+			// (a missing object is 404 whatever the body).
+			if strictErrs, err = decodePatch(pt, req.GetBody().GetData(), opts.FieldValidation); err != nil {
+				return nil, err
+			}
 		}
 		patched, err := patch.Apply(cur.reqJSON, pt, req.GetBody().GetData())
 		if err != nil {
