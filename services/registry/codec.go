@@ -75,6 +75,11 @@ func decodeCRD(body []byte, fieldValidation string) (*CRD, []string, error) {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("fieldValidation must be one of %q, %q or %q; got %q",
 			fieldValidationIgnore, fieldValidationWarn, fieldValidationStrict, fieldValidation))
 	}
+	// a schema nested too deep is refused before it is decoded
+	// (validation_limits.go)
+	if err := checkSchemaDepthJSON(body); err != nil {
+		return nil, nil, err
+	}
 	dec := strictSerializer
 	if fieldValidation == fieldValidationIgnore {
 		dec = laxSerializer

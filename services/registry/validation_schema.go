@@ -29,6 +29,10 @@ func validateCRValidation(v *apiextensions.CustomResourceValidation, statusEnabl
 		return nil
 	}
 	schema := v.OpenAPIV3Schema
+	if errs := validateSchemaDepth(schema, p.Child("openAPIV3Schema")); len(errs) > 0 {
+		// nothing else is checked in a schema this deep (validation_limits.go)
+		return errs
+	}
 	var errs field.ErrorList
 	if statusEnabled {
 		errs = append(errs, validateRootWithStatus(schema, p)...)
