@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/crdplane/crdplane/pkg/crdlimits"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
 	"github.com/crdplane/crdplane/services/validator/celrules"
@@ -110,6 +111,11 @@ func ValidateCRDSchemas(ctx context.Context, crd, old *apiextensions.CustomResou
 	var errs field.ErrorList
 	check := func(path *field.Path, v *apiextensions.CustomResourceValidation, version string) {
 		if v == nil || v.OpenAPIV3Schema == nil {
+			return
+		}
+		if crdlimits.SchemaDepth(v.OpenAPIV3Schema) > crdlimits.MaxSchemaDepth {
+			// Not compiled: the registry refuses it (and calls
+			// ValidateCRD only for schemas it found no fault with).
 			return
 		}
 		props, err := toV1(v.OpenAPIV3Schema)
