@@ -74,6 +74,14 @@ func (a *kubeAPI) admit(ctx context.Context, r *resource, ad admission) ([]byte,
 	causes := causesFromFieldErrors(ad.metaErrs)
 	causes = append(causes, causesFromProto(resp.GetCauses())...)
 	if len(causes) > 0 {
+		if ad.op == validatorv1.Operation_OPERATION_UPDATE {
+			// Upstream validates an update's metadata twice (the gateway's
+			// metaErrs are rest.BeforeUpdate's common fields, the
+			// validator's its strategy's): every metadata error is listed
+			// twice, or three times (ValidateObjectMetaAccessor's labels,
+			// annotations, owner references, ... again).
+			return nil, newInvalidAll(r.groupKind(), ad.name, causes)
+		}
 		return nil, newInvalid(r.groupKind(), ad.name, causes)
 	}
 	if len(resp.GetObject()) == 0 {

@@ -65,7 +65,7 @@ func (a *kubeAPI) listCRDs(ctx context.Context, params listParams) (listPage, er
 	if err := checkFieldSelector(opts.FieldSelector, func(f string) bool { return f == "metadata.name" }); err != nil {
 		return listPage{}, err
 	}
-	lo, minRV, err := storageListOptions(opts, schema.GroupKind{Group: crdGroup, Kind: crdResource}, nil)
+	lo, minRV, err := storageListOptions(opts, nil)
 	if err != nil {
 		return listPage{}, err
 	}
@@ -106,7 +106,10 @@ func (a *kubeAPI) crdWatch(ctx context.Context, namespace string, params listPar
 	if err := checkFieldSelector(opts.FieldSelector, func(f string) bool { return f == "metadata.name" }); err != nil {
 		return err
 	}
-	rv, err := parseRV(schema.GroupKind{Group: crdGroup, Kind: crdResource}, opts.ResourceVersion)
+	if err := selectName(opts, params.name); err != nil {
+		return err
+	}
+	rv, err := parseRV(opts.ResourceVersion)
 	if err != nil {
 		return err
 	}

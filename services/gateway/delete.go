@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/crdplane/crdplane/pkg/objmeta"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
@@ -22,8 +26,9 @@ import (
 const maxDeleteRetries = 8
 
 // deleteOptions reads DeleteOptions from the body when there is one, else
-// from the query, and validates them as kube-apiserver does.
-func deleteOptions(body []byte, dryRun []string, grace *int64, propagation string) (*metav1.DeleteOptions, error) {
+// from the query (orphanDependents, which the rpcs do not carry, from the
+// raw query), and validates them as kube-apiserver does.
+func deleteOptions(body []byte, query url.Values, dryRun []string, grace *int64, propagation string) (*metav1.DeleteOptions, error) {
 	opts := &metav1.DeleteOptions{}
 	if len(body) > 0 {
 		if err := json.Unmarshal(body, opts); err != nil {
@@ -39,6 +44,14 @@ func deleteOptions(body []byte, dryRun []string, grace *int64, propagation strin
 			pp := metav1.DeletionPropagation(propagation)
 			opts.PropagationPolicy = &pp
 		}
+		if v, ok := query["orphanDependents"]; ok {
+			// Upstream's parameter codec, with its boolean syntax.
+			od := &metav1.DeleteOptions{}
+			if err := metainternalversionscheme.ParameterCodec.DecodeParameters(url.Values{"orphanDependents": v}, metav1.SchemeGroupVersion, od); err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+			opts.OrphanDependents = od.OrphanDependents //nolint:staticcheck // upstream still honours it
+		}
 	}
 	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
@@ -48,11 +61,12 @@ func deleteOptions(body []byte, dryRun []string, grace *int64, propagation strin
 
 // Delete serves DELETE on one object.
 func (a *kubeAPI) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*httpbody.HttpBody, error) {
-	out, err := writeOutput(requestMetaFrom(ctx), req.GetPretty())
+	rm := requestMetaFrom(ctx)
+	out, err := writeOutput(rm, req.GetPretty())
 	if err != nil {
 		return reply(nil, err)
 	}
-	opts, err := deleteOptions(req.GetBody().GetData(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
+	opts, err := deleteOptions(req.GetBody().GetData(), rm.query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
 	if err != nil {
 		return reply(nil, err)
 	}
@@ -64,44 +78,146 @@ func (a *kubeAPI) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*ht
 		return reply(nil, err)
 	}
 	addWarnings(ctx, r.warnings...)
-	doc, err := a.deleteOne(ctx, r, req.GetNamespace(), req.GetName(), opts)
+	doc, deleted, err := a.deleteOne(ctx, r, req.GetNamespace(), req.GetName(), opts)
 	if err != nil {
 		return reply(nil, err)
+	}
+	//nolint:staticcheck // upstream still honours orphanDependents
+	if od := opts.OrphanDependents; !deleted && od != nil && !*od {
+		// Upstream's 202 for a cascading delete (orphanDependents=false)
+		// that did not remove the object.
+		setHTTPCode(ctx, http.StatusAccepted)
 	}
 	return out.body(doc), nil
 }
 
 // deleteOne deletes one custom resource as kube-apiserver's registry does
-// for custom resources: an object with finalizers is only marked (a
+// for custom resources (no graceful deletion; garbage collection on): the
+// DeleteOptions preconditions are checked first (409); the finalizers
+// the garbage collector handles are set as the options say
+// (gcFinalizers); an object left with finalizers is only marked (a
 // deletionTimestamp, deletionGracePeriodSeconds 0, generation+1) and
-// returned; otherwise it is removed and a Success Status naming it is
-// returned. DeleteOptions preconditions are checked first (409).
-// Propagation policies are accepted but there is no garbage collector to
-// honour them.
-func (a *kubeAPI) deleteOne(ctx context.Context, r *resource, ns, name string, opts *metav1.DeleteOptions) ([]byte, error) {
+// returned, otherwise it is removed and a Success Status naming it is
+// returned (deleted). No garbage collector runs: an object with orphan or
+// foregroundDeletion stays until a client removes them.
+func (a *kubeAPI) deleteOne(ctx context.Context, r *resource, ns, name string, opts *metav1.DeleteOptions) (doc []byte, deleted bool, _ error) {
 	dryRun := isDryRun(opts.DryRun)
 	for attempt := 0; ; attempt++ {
 		cur, err := a.readCurrent(ctx, r, ns, name)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if err := checkPreconditions(r, cur, name, opts.Preconditions); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		var doc []byte
-		if len(finalizers(cur.obj)) > 0 {
-			doc, err = a.markDeleting(ctx, r, cur, dryRun)
-		} else {
+		changed, fins := gcFinalizers(stringFinalizers(cur.obj), opts)
+		deleted = len(fins) == 0
+		if deleted {
 			doc, err = a.removeObject(ctx, r, cur, name, dryRun)
+		} else {
+			doc, err = a.markDeleting(ctx, r, cur, fins, changed, dryRun)
 		}
 		if errors.Is(err, errStale) {
 			if opts.Preconditions != nil && opts.Preconditions.ResourceVersion != nil || attempt >= maxDeleteRetries {
-				return nil, apierrors.NewConflict(r.groupResource(), name, errors.New(optimisticLockMsg))
+				return nil, false, apierrors.NewConflict(r.groupResource(), name, errors.New(optimisticLockMsg))
 			}
 			continue
 		}
-		return doc, err
+		return doc, deleted, err
 	}
+}
+
+// stringFinalizers is metadata.finalizers of obj.
+func stringFinalizers(obj object) []string {
+	var out []string
+	for _, f := range finalizers(obj) {
+		if s, ok := f.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// gcFinalizers is upstream's deletionFinalizersForGarbageCollection for a
+// custom resource (its strategy has no DefaultGarbageCollectionPolicy):
+// fins without orphan and foregroundDeletion, then orphan when the
+// dependents are to be orphaned, then foregroundDeletion when they are to
+// be deleted first; changed reports whether that is another set (else fins
+// is returned as it is).
+func gcFinalizers(fins []string, opts *metav1.DeleteOptions) (changed bool, out []string) {
+	orphan, foreground := orphanDependents(fins, opts), deleteDependents(fins, opts)
+	out = []string{}
+	for _, f := range fins {
+		if f != metav1.FinalizerOrphanDependents && f != metav1.FinalizerDeleteDependents {
+			out = append(out, f)
+		}
+	}
+	if orphan {
+		out = append(out, metav1.FinalizerOrphanDependents)
+	}
+	if foreground {
+		out = append(out, metav1.FinalizerDeleteDependents)
+	}
+	if sets.New(fins...).Equal(sets.New(out...)) {
+		return false, fins
+	}
+	return true, out
+}
+
+// orphanDependents is upstream's shouldOrphanDependents: orphanDependents,
+// else the propagation policy (Orphan), else the object's own orphan or
+// foregroundDeletion finalizer, else no.
+//
+//nolint:staticcheck // upstream still honours orphanDependents
+func orphanDependents(fins []string, opts *metav1.DeleteOptions) bool {
+	if opts.OrphanDependents != nil {
+		return *opts.OrphanDependents
+	}
+	if pp := opts.PropagationPolicy; pp != nil {
+		switch *pp {
+		case metav1.DeletePropagationOrphan:
+			return true
+		case metav1.DeletePropagationBackground, metav1.DeletePropagationForeground:
+			return false
+		}
+	}
+	for _, f := range fins {
+		switch f {
+		case metav1.FinalizerOrphanDependents:
+			return true
+		case metav1.FinalizerDeleteDependents:
+			return false
+		}
+	}
+	return false
+}
+
+// deleteDependents is upstream's shouldDeleteDependents: not with
+// orphanDependents set; else the propagation policy (Foreground), else the
+// object's own foregroundDeletion or orphan finalizer, else no.
+//
+//nolint:staticcheck // upstream still honours orphanDependents
+func deleteDependents(fins []string, opts *metav1.DeleteOptions) bool {
+	if opts.OrphanDependents != nil {
+		return false
+	}
+	if pp := opts.PropagationPolicy; pp != nil {
+		switch *pp {
+		case metav1.DeletePropagationForeground:
+			return true
+		case metav1.DeletePropagationBackground, metav1.DeletePropagationOrphan:
+			return false
+		}
+	}
+	for _, f := range fins {
+		switch f {
+		case metav1.FinalizerDeleteDependents:
+			return true
+		case metav1.FinalizerOrphanDependents:
+			return false
+		}
+	}
+	return false
 }
 
 // checkPreconditions is upstream's precondition check of a delete, with
@@ -124,25 +240,44 @@ func checkPreconditions(r *resource, cur *current, name string, pre *metav1.Prec
 	return nil
 }
 
-// markDeleting sets the deletion fields of an object with finalizers and
-// returns it (unchanged when already being deleted).
-func (a *kubeAPI) markDeleting(ctx context.Context, r *resource, cur *current, dryRun bool) ([]byte, error) {
+// markDeleting is upstream's update of an object a delete leaves with
+// finalizers: fins as its finalizers (when changed), and markAsDeleting
+// (generation+1 and a deletionTimestamp when it was not being deleted yet,
+// a deletionTimestamp in the future brought to now, and
+// deletionGracePeriodSeconds 0). An object that ends up the same is not
+// written. It returns the object at the request version.
+func (a *kubeAPI) markDeleting(ctx context.Context, r *resource, cur *current, fins []string, changed, dryRun bool) ([]byte, error) {
 	stored, err := decodeObject(cur.stored)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	if _, deleting := objmeta.DeletionTimestamp(stored); deleting {
-		return a.readObject(ctx, r, cur.stored)
-	}
 	m := objmeta.Meta(stored)
-	if g := objmeta.Generation(stored); g > 0 {
-		m["generation"] = g + 1
+	if changed {
+		list := make([]any, len(fins))
+		for i, f := range fins {
+			list[i] = f
+		}
+		m["finalizers"] = list
 	}
-	m["deletionTimestamp"] = objmeta.Timestamp(a.now())
+	now := a.now()
+	ts, deleting := objmeta.DeletionTimestamp(stored)
+	if !deleting {
+		if g := objmeta.Generation(stored); g > 0 {
+			m["generation"] = g + 1
+		}
+	}
+	if !deleting || ts.After(now) {
+		m["deletionTimestamp"] = objmeta.Timestamp(now)
+	}
 	m["deletionGracePeriodSeconds"] = int64(0)
 	data, err := encodeObject(stored)
 	if err != nil {
 		return nil, err
+	}
+	if same, err := sameStored(data, cur.stored); err != nil {
+		return nil, err
+	} else if same {
+		return a.readObject(ctx, r, cur.stored)
 	}
 	if dryRun {
 		return a.readObject(ctx, r, data)
@@ -190,11 +325,12 @@ func withStatusTypeMeta(s *metav1.Status) *metav1.Status {
 // DeleteCollection serves DELETE on a collection: every selected object is
 // deleted as by Delete; the answer lists them as they were.
 func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCollectionRequest) (*httpbody.HttpBody, error) {
-	out, err := writeOutput(requestMetaFrom(ctx), req.GetPretty())
+	rm := requestMetaFrom(ctx)
+	out, err := writeOutput(rm, req.GetPretty())
 	if err != nil {
 		return reply(nil, err)
 	}
-	opts, err := deleteOptions(req.GetBody().GetData(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
+	opts, err := deleteOptions(req.GetBody().GetData(), rm.query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
 	if err != nil {
 		return reply(nil, err)
 	}
@@ -224,7 +360,7 @@ func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCol
 		}
 		for _, it := range items {
 			name, ns := itemNameNamespace(it)
-			if _, err := a.deleteOne(ctx, r, ns, name, opts); err != nil && !apierrors.IsNotFound(err) {
+			if _, _, err := a.deleteOne(ctx, r, ns, name, opts); err != nil && !apierrors.IsNotFound(err) {
 				return reply(nil, err)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,8 +50,18 @@ func writeStatus(w http.ResponseWriter, s *metav1.Status) {
 	h.Del("Content-Length")
 	h.Set("Content-Type", contentTypeJSON)
 	h.Set("X-Content-Type-Options", "nosniff")
+	setRetryAfter(h, s)
 	w.WriteHeader(code)
 	_, _ = w.Write(statusJSON(s, false))
+}
+
+// setRetryAfter sets Retry-After from a Status that gives a retry period,
+// as upstream's responsewriters.ErrorNegotiated does for any error (a 504
+// "Too large resource version", a 429).
+func setRetryAfter(h http.Header, s *metav1.Status) {
+	if s.Details != nil && s.Details.RetryAfterSeconds > 0 {
+		h.Set("Retry-After", strconv.Itoa(int(s.Details.RetryAfterSeconds)))
+	}
 }
 
 // errorHandler is the mux's error handler: any error (from KubeAPIService,

@@ -46,14 +46,24 @@ func causesFromProto(cs []*commonv1.StatusCause) []metav1.StatusCause {
 func newInvalid(gk schema.GroupKind, name string, causes []metav1.StatusCause) *apierrors.StatusError {
 	var uniq []metav1.StatusCause
 	seenCause := map[metav1.StatusCause]bool{}
+	for _, c := range causes {
+		if !seenCause[c] {
+			seenCause[c] = true
+			uniq = append(uniq, c)
+		}
+	}
+	return newInvalidAll(gk, name, uniq)
+}
+
+// newInvalidAll is newInvalid keeping repeated causes, as
+// apierrors.NewInvalid does (its message, ErrorList.ToAggregate, still
+// names each error once): an update's metadata errors, which upstream
+// validates twice (rest.BeforeUpdate's common fields, then the custom
+// resource validator's ValidateObjectMetaAccessorUpdate).
+func newInvalidAll(gk schema.GroupKind, name string, causes []metav1.StatusCause) *apierrors.StatusError {
 	var msgs []string
 	seenMsg := map[string]bool{}
 	for _, c := range causes {
-		if seenCause[c] {
-			continue
-		}
-		seenCause[c] = true
-		uniq = append(uniq, c)
 		m := fmt.Sprintf("%s: %s", c.Field, c.Message)
 		if !seenMsg[m] {
 			seenMsg[m] = true
@@ -69,14 +79,14 @@ func newInvalid(gk schema.GroupKind, name string, causes []metav1.StatusCause) *
 	default:
 		msg = fmt.Sprintf("%s %q is invalid: [%s]", gk.String(), name, strings.Join(msgs, ", "))
 	}
-	if uniq == nil {
-		uniq = []metav1.StatusCause{}
+	if causes == nil {
+		causes = []metav1.StatusCause{}
 	}
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status:  metav1.StatusFailure,
 		Code:    http.StatusUnprocessableEntity,
 		Reason:  metav1.StatusReasonInvalid,
 		Message: msg,
-		Details: &metav1.StatusDetails{Group: gk.Group, Kind: gk.Kind, Name: name, Causes: uniq},
+		Details: &metav1.StatusDetails{Group: gk.Group, Kind: gk.Kind, Name: name, Causes: causes},
 	}}
 }

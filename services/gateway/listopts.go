@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -29,7 +30,16 @@ type listParams struct {
 	allowWatchBookmarks  bool
 	sendInitialEvents    *bool
 	watch                bool
+	// name is the object a single-object watch path names.
+	name string
 }
+
+// watchListEnabled is upstream v1.33's WatchList feature gate: off by
+// default (it went back to false in 1.33), so a watch with
+// sendInitialEvents, true or false, is a 422 ("sendInitialEvents is
+// forbidden for watch unless the WatchList feature gate is enabled") and
+// no defaults are set.
+const watchListEnabled = false
 
 // parseListOptions decodes and validates list/watch parameters exactly as
 // kube-apiserver does (its parameter codec and validation; 400 for a
@@ -65,7 +75,7 @@ func parseListOptions(p listParams) (*metainternalversion.ListOptions, error) {
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(q, metav1.SchemeGroupVersion, opts); err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
-	if errs := metainternalversionvalidation.ValidateListOptions(opts, true); len(errs) > 0 {
+	if errs := metainternalversionvalidation.ValidateListOptions(opts, watchListEnabled); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
 	}
 	return opts, nil
@@ -85,6 +95,25 @@ func checkFieldSelector(sel fields.Selector, allowed func(string) bool) error {
 	return nil
 }
 
+// selectName is upstream's handling of a request naming one object (a
+// single-object watch path): the field selector becomes
+// metadata.name=<name>; one already set must require exactly that name
+// (400 otherwise). It runs after the field labels are checked.
+func selectName(opts *metainternalversion.ListOptions, name string) error {
+	if name == "" {
+		return nil
+	}
+	if opts.FieldSelector != nil && !opts.FieldSelector.Empty() {
+		selected, ok := opts.FieldSelector.RequiresExactMatch("metadata.name")
+		if !ok || selected != name {
+			return apierrors.NewBadRequest("fieldSelector metadata.name doesn't match requested name")
+		}
+		return nil
+	}
+	opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name)
+	return nil
+}
+
 // fieldAllowed reports whether a custom resource of r can be selected by f.
 func (r *resource) fieldAllowed(f string) bool {
 	switch f {
@@ -101,17 +130,30 @@ func (r *resource) fieldAllowed(f string) bool {
 	return false
 }
 
-// parseRV parses a resourceVersion parameter ("" and "0" are 0). An
-// unparsable one is the 422 kube-apiserver's storage answers.
-func parseRV(gk schema.GroupKind, rv string) (int64, error) {
-	if rv == "" {
+// parseResourceVersion parses a resourceVersion parameter as upstream's
+// storage versioner does ("" and "0" are 0); an unparsable one is its
+// error, not a Status (storage.InvalidError: `resourceVersion: Invalid
+// value: "abc": strconv.ParseUint: parsing "abc": invalid syntax`).
+func parseResourceVersion(rv string) (int64, error) {
+	if rv == "" || rv == "0" {
 		return 0, nil
 	}
 	n, err := strconv.ParseUint(rv, 10, 64)
 	if err != nil {
-		return 0, apierrors.NewInvalid(gk, "", field.ErrorList{field.Invalid(field.NewPath("resourceVersion"), rv, err.Error())})
+		return 0, errors.New(field.Invalid(field.NewPath("resourceVersion"), rv, err.Error()).Error())
 	}
 	return int64(n), nil
+}
+
+// parseRV parses the resourceVersion parameter of a get or a watch.
+// Upstream's watch cache returns the versioner's error as it is, which its
+// handlers answer as a plain 500 (no reason) carrying its text.
+func parseRV(rv string) (int64, error) {
+	n, err := parseResourceVersion(rv)
+	if err != nil {
+		return 0, plainError(err)
+	}
+	return n, nil
 }
 
 // storageListOptions maps validated list options to the backends' form,
@@ -120,13 +162,17 @@ func parseRV(gk schema.GroupKind, rv string) (int64, error) {
 // paginated read at a revision, the legacy semantics); otherwise the
 // newest state serves, and minRV is the revision it must not be older
 // than ("Not older than"; a revision not reached yet is 504).
-func storageListOptions(opts *metainternalversion.ListOptions, gk schema.GroupKind, selectable []string) (_ *commonv1.ListOptions, minRV int64, _ error) {
-	rv, err := parseRV(gk, opts.ResourceVersion)
-	if err != nil {
-		return nil, 0, err
-	}
+func storageListOptions(opts *metainternalversion.ListOptions, selectable []string) (_ *commonv1.ListOptions, minRV int64, _ error) {
 	if opts.Continue != "" && opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
 		return nil, 0, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
+	}
+	var rv int64
+	if opts.Continue == "" {
+		var err error
+		if rv, err = parseResourceVersion(opts.ResourceVersion); err != nil {
+			// Upstream's storage.ValidateListOptions.
+			return nil, 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %v", err))
+		}
 	}
 	exact := opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact ||
 		(opts.ResourceVersionMatch == "" && opts.Limit > 0 && rv > 0)
@@ -134,6 +180,11 @@ func storageListOptions(opts *metainternalversion.ListOptions, gk schema.GroupKi
 		SelectableFields: selectable,
 		Limit:            opts.Limit,
 		ContinueToken:    opts.Continue,
+	}
+	if opts.ResourceVersion == "0" && opts.Continue == "" {
+		// Upstream serves resourceVersion=0 from its watch cache, which
+		// ignores the limit (computeListLimit): the whole list, no continue.
+		out.Limit = 0
 	}
 	if exact {
 		out.ResourceVersion = rv

@@ -308,17 +308,20 @@ func validateMetaUpdate(r *resource, obj, old object) (field.ErrorList, error) {
 	return errs, nil
 }
 
-// resourceVersion reads metadata.resourceVersion as a revision (0: unset).
+// resourceVersion reads metadata.resourceVersion as a revision (0: unset)
+// as upstream's storage versioner does (ObjectResourceVersion): one that
+// is not a uint64 is strconv's error, which upstream's store returns as it
+// is, a plain 500 (`strconv.ParseUint: parsing "abc": invalid syntax`).
 func resourceVersion(obj object) (int64, error) {
 	s := objmeta.String(obj, "resourceVersion")
 	if s == "" {
 		return 0, nil
 	}
-	rv, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || rv < 0 {
-		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resourceVersion %q", s))
+	rv, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, plainError(err)
 	}
-	return rv, nil
+	return int64(rv), nil
 }
 
 // deepCopyObject copies a decoded object.

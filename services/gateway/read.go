@@ -85,7 +85,7 @@ func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out outp
 			return nil, err
 		}
 	}
-	minRV, err := parseRV(schema.GroupKind{Group: r.group, Kind: r.plural}, req.GetResourceVersion())
+	minRV, err := parseRV(req.GetResourceVersion())
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +300,7 @@ func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string,
 			return listPage{}, err
 		}
 	}
-	lo, minRV, err := storageListOptions(opts, schema.GroupKind{Group: r.group, Kind: r.plural}, r.selectableFields)
+	lo, minRV, err := storageListOptions(opts, r.selectableFields)
 	if err != nil {
 		return listPage{}, err
 	}
@@ -356,6 +356,7 @@ func (a *kubeAPI) Watch(req *gatewayv1.WatchRequest, stream gatewayv1.KubeAPISer
 		allowWatchBookmarks:  req.GetAllowWatchBookmarks(),
 		sendInitialEvents:    req.SendInitialEvents,
 		watch:                true,
+		name:                 watchNameFrom(ctx),
 	}
 	rm := requestMetaFrom(ctx)
 	out, err := watchOutput(rm)
@@ -401,7 +402,10 @@ func (a *kubeAPI) crWatch(ctx context.Context, req *gatewayv1.WatchRequest, para
 	if err := checkFieldSelector(opts.FieldSelector, r.fieldAllowed); err != nil {
 		return err
 	}
-	rv, err := parseRV(schema.GroupKind{Group: r.group, Kind: r.plural}, opts.ResourceVersion)
+	if err := selectName(opts, params.name); err != nil {
+		return err
+	}
+	rv, err := parseRV(opts.ResourceVersion)
 	if err != nil {
 		return err
 	}

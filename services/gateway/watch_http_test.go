@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -127,35 +128,84 @@ func TestWatchHeadersFlushBeforeEvents(t *testing.T) {
 	}
 }
 
-func TestWatchListBookmarkAndTimeout(t *testing.T) {
+// TestWatchListForbidden: upstream v1.33 has the WatchList feature gate
+// off, so sendInitialEvents (true or false) is a 422 before the stream
+// starts, whatever else the watch asks.
+func TestWatchListForbidden(t *testing.T) {
 	g := newTestGateway(t)
 	g.createCronTabCRD()
 	g.expect(http.StatusCreated, "POST", crontabs, cronTab("a", map[string]any{}))
 
-	_, next := g.openWatch(crontabs + "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1")
-	g.nextEvent(next, "ADDED", "a")
-	bm := g.nextEvent(next, "BOOKMARK", "")
-	md := meta(bm.Object)
-	if bm.Object["apiVersion"] != "stable.example.com/v1" || bm.Object["kind"] != "CronTab" || str(md["resourceVersion"]) == "" {
-		t.Fatalf("bookmark: %v", bm.Object)
+	const forbidden = "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
+	for _, tc := range []struct{ query, message string }{
+		{"sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+			`ListOptions.meta.k8s.io "" is invalid: ` + forbidden},
+		{"sendInitialEvents=false&resourceVersionMatch=NotOlderThan",
+			`ListOptions.meta.k8s.io "" is invalid: ` + forbidden},
+		{"sendInitialEvents=true",
+			`ListOptions.meta.k8s.io "" is invalid: [resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan, ` + forbidden + "]"},
+	} {
+		s := g.expect(http.StatusUnprocessableEntity, "GET", crontabs+"?watch=true&"+tc.query, nil)
+		if s["reason"] != "Invalid" || s["message"] != tc.message {
+			t.Errorf("%s: %v", tc.query, s)
+		}
 	}
-	if ann, _ := md["annotations"].(map[string]any); ann["k8s.io/initial-events-end"] != "true" {
-		t.Fatalf("bookmark annotations: %v", md)
+	// A field selector on a field that cannot be selected is 400.
+	s := g.expect(http.StatusBadRequest, "GET", crontabs+"?watch=true&fieldSelector=spec.size%3D1", nil)
+	if s["message"] != "field label not supported: spec.size" {
+		t.Fatalf("%v", s)
 	}
 	// timeoutSeconds=1 ends the stream cleanly.
+	_, next := g.openWatch(crontabs + "?watch=true&timeoutSeconds=1")
+	g.nextEvent(next, "ADDED", "a")
 	if ev, ok := next(); ok {
 		t.Fatalf("want the stream to end, got %v", ev)
 	}
+}
 
-	// sendInitialEvents without resourceVersionMatch is 422 (before the stream starts).
-	s := g.expect(http.StatusUnprocessableEntity, "GET", crontabs+"?watch=true&sendInitialEvents=true", nil)
-	if s["reason"] != "Invalid" {
-		t.Fatalf("%v", s)
-	}
-	// A field selector on a field that cannot be selected is 400.
-	s = g.expect(http.StatusBadRequest, "GET", crontabs+"?watch=true&fieldSelector=spec.size%3D1", nil)
-	if s["message"] != "field label not supported: spec.size" {
-		t.Fatalf("%v", s)
+// TestWatchSingleObjectPath: the legacy single-object watch paths
+// (/apis/<g>/<v>/watch/[namespaces/<ns>/]<plural>/<name>) watch that name,
+// as upstream's ListResource treats the name: a field selector given too
+// must require exactly it (400 otherwise); other objects' events are not
+// sent.
+func TestWatchSingleObjectPath(t *testing.T) {
+	g := newTestGateway(t)
+	g.createCronTabCRD()
+	g.expect(http.StatusCreated, "POST", crontabs, cronTab("a", map[string]any{"color": "red"}))
+	const watchNS = "/apis/stable.example.com/v1/watch/namespaces/default/crontabs/"
+	const watchAll = "/apis/stable.example.com/v1/watch/crontabs/"
+	for _, tc := range []struct {
+		name, path string
+		code       int
+		message    string
+	}{
+		{name: "namespaced", path: watchNS + "a?resourceVersion=", code: 200},
+		{name: "all namespaces", path: watchAll + "a?resourceVersion=", code: 200},
+		{name: "with its name selected", path: watchNS + "a?fieldSelector=metadata.name%3Da&resourceVersion=", code: 200},
+		{name: "another name selected", path: watchNS + "a?fieldSelector=metadata.name%3Db", code: 400,
+			message: "fieldSelector metadata.name doesn't match requested name"},
+		{name: "no name selected", path: watchNS + "a?fieldSelector=spec.color%3Dred", code: 400,
+			message: "fieldSelector metadata.name doesn't match requested name"},
+		{name: "unsupported field first", path: watchNS + "a?fieldSelector=spec.size%3D1", code: 400,
+			message: "field label not supported: spec.size"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.code != http.StatusOK {
+				s := g.expect(tc.code, "GET", tc.path, nil)
+				if s["message"] != tc.message {
+					t.Fatalf("%v", s)
+				}
+				return
+			}
+			rv := str(meta(g.expect(http.StatusOK, "GET", crontabs+"/a", nil))["resourceVersion"])
+			_, next := g.openWatch(tc.path + rv)
+			g.expect(http.StatusCreated, "POST", crontabs, cronTab("b-"+strings.ReplaceAll(tc.name, " ", "-"), map[string]any{}))
+			g.expect(http.StatusOK, "PATCH", crontabs+"/a", `{"spec":{"color":"`+tc.name+`"}}`, "Content-Type", "application/merge-patch+json")
+			ev := g.nextEvent(next, "MODIFIED", "a")
+			if spec, _ := ev.Object["spec"].(map[string]any); spec["color"] != tc.name {
+				t.Fatalf("event %v", ev.Object)
+			}
+		})
 	}
 }
 

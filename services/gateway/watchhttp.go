@@ -26,14 +26,28 @@ import (
 // connection once more.
 
 // watchPaths are the legacy watch routes (?watch=true reads are rewritten
-// onto them by the edge).
+// onto them by the edge), of collections and of single objects (their
+// name is a field selector, see selectName).
 var watchPaths = []string{
 	"/apis/{group}/{version}/watch/{resource}",
 	"/apis/{group}/{version}/watch/namespaces/{namespace}/{resource}",
+	"/apis/{group}/{version}/watch/{resource}/{name}",
+	"/apis/{group}/{version}/watch/namespaces/{namespace}/{resource}/{name}",
+}
+
+// watchNameKey carries the name of a single-object watch path in the
+// context (the Watch rpc has no field for it).
+type watchNameKey struct{}
+
+// watchNameFrom is the name of the object a watch path named ("" for a
+// collection).
+func watchNameFrom(ctx context.Context) string {
+	name, _ := ctx.Value(watchNameKey{}).(string)
+	return name
 }
 
 // watchQueryFilter keeps path parameters from being set by the query.
-var watchQueryFilter = utilities.NewDoubleArray([][]string{{"group"}, {"version"}, {"namespace"}, {"resource"}})
+var watchQueryFilter = utilities.NewDoubleArray([][]string{{"group"}, {"version"}, {"namespace"}, {"resource"}, {"name"}})
 
 // registerWatch adds the watch routes to mux (ahead of the routes
 // registered before, which cannot stream).
@@ -65,6 +79,9 @@ func serveHTTPWatch(api tracedAPI, w http.ResponseWriter, r *http.Request, param
 	md.Set(mdHost, r.Host)
 	s := &httpWatchStream{w: w, rc: http.NewResponseController(w)}
 	ctx := metadata.NewIncomingContext(r.Context(), md)
+	if name := params["name"]; name != "" {
+		ctx = context.WithValue(ctx, watchNameKey{}, name)
+	}
 	s.ctx = grpc.NewContextWithServerTransportStream(ctx, watchTransport{s})
 	err := api.Watch(req, s)
 	switch {

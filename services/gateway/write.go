@@ -184,11 +184,21 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 	if err := objmeta.CheckNameAndNamespace(obj, ns, name, r.namespaced); err != nil {
 		return nil, err
 	}
-	wantRV, err := resourceVersion(obj)
+	// Upstream's order: the uid precondition a PUT's metadata.uid is
+	// (checked against the stored object, a missing one included), the
+	// object's existence, then its resourceVersion.
+	uid := objmeta.String(obj, "uid")
+	cur, err := a.readCurrent(ctx, r, ns, name)
 	if err != nil {
+		if uid != "" && apierrors.IsNotFound(err) {
+			return nil, errUIDPrecondition(r, ns, name, uid, "")
+		}
 		return nil, err
 	}
-	cur, err := a.readCurrent(ctx, r, ns, name)
+	if have := objmeta.String(cur.obj, "uid"); uid != "" && uid != have {
+		return nil, errUIDPrecondition(r, ns, name, uid, have)
+	}
+	wantRV, err := resourceVersion(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -213,6 +223,31 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 		return nil, err
 	}
 	return out.body(result), nil
+}
+
+// upstreamEtcdPrefix is the etcd prefix of the upstream server crdplane
+// answers as (apiextensions-apiserver's default, the reference of the
+// conformance oracle); upstream names keys under it in StorageError
+// messages.
+const upstreamEtcdPrefix = "/registry/apiextensions.kubernetes.io"
+
+// upstreamKey is the key upstream's storage names an object by:
+// <prefix>/<group>/<plural>/[<namespace>/]<name>.
+func upstreamKey(r *resource, ns, name string) string {
+	if r.namespaced {
+		return upstreamEtcdPrefix + "/" + r.group + "/" + r.plural + "/" + ns + "/" + name
+	}
+	return upstreamEtcdPrefix + "/" + r.group + "/" + r.plural + "/" + name
+}
+
+// errUIDPrecondition is upstream's answer to an update whose metadata.uid
+// (a precondition: rest.DefaultUpdatedObjectInfo) is not the stored
+// object's (have; "" when there is none): the etcd3 store's StorageError,
+// as InterpretUpdateError makes it a 409 Conflict.
+func errUIDPrecondition(r *resource, ns, name, want, have string) error {
+	return apierrors.NewConflict(r.groupResource(), name, fmt.Errorf(
+		"StorageError: invalid object, Code: 4, Key: %s, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: %s, UID in object meta: %s",
+		upstreamKey(r, ns, name), want, have))
 }
 
 // current is the stored state of one object.
