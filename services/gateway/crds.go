@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -92,7 +94,52 @@ func (a *kubeAPI) crdList(ctx context.Context, namespace string, params listPara
 	if err != nil {
 		return continueExpired(ctx, err, params.continueToken, out)
 	}
+	if out.as == "" {
+		doc, err := renderCRDList(page)
+		if err != nil {
+			return nil, err
+		}
+		return out.body(doc), nil
+	}
 	return respondList(out, rm, crdAPIVersion, crdListKind, page, defaultPrinter)
+}
+
+// renderCRDList renders a CustomResourceDefinitionList as kube-apiserver
+// encodes its typed list: items without apiVersion and kind (the items of
+// a typed list carry no TypeMeta), metadata.continue and
+// remainingItemCount only when set.
+func renderCRDList(p listPage) ([]byte, error) {
+	items := make([]json.RawMessage, 0, len(p.items))
+	for _, it := range p.items {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(it, &obj); err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("decode CustomResourceDefinition: %w", err))
+		}
+		delete(obj, "apiVersion")
+		delete(obj, "kind")
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		items = append(items, b)
+	}
+	// the field order of upstream's encoding
+	list := struct {
+		Kind       string            `json:"kind"`
+		APIVersion string            `json:"apiVersion"`
+		Metadata   metav1.ListMeta   `json:"metadata"`
+		Items      []json.RawMessage `json:"items"`
+	}{
+		Kind:       crdListKind,
+		APIVersion: crdAPIVersion,
+		Metadata: metav1.ListMeta{
+			ResourceVersion:    strconv.FormatInt(p.resourceVersion, 10),
+			Continue:           p.continueToken,
+			RemainingItemCount: p.remaining,
+		},
+		Items: items,
+	}
+	return json.Marshal(list)
 }
 
 func (a *kubeAPI) crdWatch(ctx context.Context, namespace string, params listParams, stream gatewayv1.KubeAPIService_WatchServer, out outputFormat, rm requestMeta) error {
@@ -245,5 +292,9 @@ func (a *kubeAPI) crdDeleteCollection(ctx context.Context, namespace string, par
 		}
 		params.continueToken = page.continueToken
 	}
-	return out.body(renderList(crdAPIVersion, crdListKind, all)), nil
+	doc, err := renderCRDList(all)
+	if err != nil {
+		return nil, err
+	}
+	return out.body(doc), nil
 }

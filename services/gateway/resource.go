@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -113,17 +115,54 @@ func (a *kubeAPI) resolve(ctx context.Context, group, ver, plural, namespace str
 	if !ok || !servable(crd, ver) {
 		crd, ok = a.catchUp(ctx, group, plural, ver)
 		if !ok {
+			if c, found := a.crds.ByResource(group, plural); found && unresolvable(c, ver) {
+				if err := checkScope(c, namespace, scope); err != nil {
+					return nil, err
+				}
+				return nil, errResolvingResource()
+			}
 			return nil, errNotFound()
 		}
 	}
-	namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
-	if !namespaced && namespace != "" {
-		return nil, errNotFound()
-	}
-	if namespaced && namespace == "" && scope != scopeCollection {
-		return nil, errNotFound()
+	if err := checkScope(crd, namespace, scope); err != nil {
+		return nil, err
 	}
 	return newResource(crd, ver)
+}
+
+// checkScope is upstream's 404 for a request whose namespace does not fit
+// the CRD's scope.
+func checkScope(crd *apiextensionsv1.CustomResourceDefinition, namespace string, scope verbScope) error {
+	namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
+	if !namespaced && namespace != "" {
+		return errNotFound()
+	}
+	if namespaced && namespace == "" && scope != scopeCollection {
+		return errNotFound()
+	}
+	return nil
+}
+
+// unresolvable reports whether upstream's CRD handler takes requests for
+// version ver of crd (the version served, the names accepted) but cannot
+// build what serves them: a conversion webhook whose caBundle holds no PEM
+// certificate (the CRD stays Established False "InvalidCABundle").
+func unresolvable(crd *apiextensionsv1.CustomResourceDefinition, ver string) bool {
+	if !apihelpers.HasServedCRDVersion(crd, ver) || !apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.NamesAccepted) {
+		return false
+	}
+	cv := crd.Spec.Conversion
+	if cv == nil || cv.Strategy != apiextensionsv1.WebhookConverter || cv.Webhook == nil || cv.Webhook.ClientConfig == nil {
+		return false
+	}
+	ca := cv.Webhook.ClientConfig.CABundle
+	return len(ca) > 0 && !x509.NewCertPool().AppendCertsFromPEM(ca)
+}
+
+// errResolvingResource is upstream's 500 for a resource its CRD handler
+// cannot serve.
+func errResolvingResource() error {
+	return apierrors.NewInternalError(errors.New("error resolving resource"))
 }
 
 // servable reports whether crd serves version ver: established and the

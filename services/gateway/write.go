@@ -56,6 +56,15 @@ func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*ht
 	return reply(a.crCreate(ctx, req, opts, body, out))
 }
 
+// errCreateWhileTerminating is upstream's answer (its CRD handler's, before
+// the body is read) to a create while the CRD is being deleted: 405 naming
+// the group and the resource.
+func errCreateWhileTerminating(r *resource) error {
+	err := apierrors.NewMethodNotSupported(r.groupResource(), "create")
+	err.ErrStatus.Message = "create not allowed while custom resource definition is terminating"
+	return err
+}
+
 func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body []byte, out outputFormat) (*httpbody.HttpBody, error) {
 	ns := req.GetNamespace()
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
@@ -63,6 +72,9 @@ func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, op
 		return nil, err
 	}
 	addWarnings(ctx, r.warnings...)
+	if r.terminating {
+		return nil, errCreateWhileTerminating(r)
+	}
 	obj, err := decodeCustomResource(r, body)
 	if err != nil {
 		return nil, err
@@ -92,10 +104,6 @@ func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, op
 	})
 	if err != nil {
 		return nil, err
-	}
-	if r.terminating {
-		// Upstream's admission for a terminating CRD, after validation.
-		return nil, apierrors.NewForbidden(r.groupResource(), name, errors.New("create not allowed while custom resource definition is terminating"))
 	}
 	stored, err := a.convertOne(ctx, r, r.storageAPIVersion(), admitted)
 	if err != nil {

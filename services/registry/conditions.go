@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"slices"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
 
@@ -95,16 +97,17 @@ func storageVersion(crd *CRD) string {
 	return ""
 }
 
-// recordStorageVersion adds the storage version to status.storedVersions.
+// recordStorageVersion adds the storage version (the first version marked
+// storage, even one without a name, as upstream's strategy) to
+// status.storedVersions.
 func recordStorageVersion(crd *CRD) {
-	sv := storageVersion(crd)
-	if sv == "" {
+	for _, v := range crd.Spec.Versions {
+		if !v.Storage {
+			continue
+		}
+		if !slices.Contains(crd.Status.StoredVersions, v.Name) {
+			crd.Status.StoredVersions = append(crd.Status.StoredVersions, v.Name)
+		}
 		return
 	}
-	for _, v := range crd.Status.StoredVersions {
-		if v == sv {
-			return
-		}
-	}
-	crd.Status.StoredVersions = append(crd.Status.StoredVersions, sv)
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -28,6 +29,7 @@ type controllers struct {
 	st       *store
 	workers  int
 	cleanup  cleanupConfig
+	cleanups cleanupWaits // the finalizer's waits for objects to go
 	mu       sync.Mutex
 	sessions map[string]*controller // by controller name, nil when not leading
 }
@@ -113,6 +115,16 @@ func (c *controllers) enqueue(controller, name string) {
 	}
 }
 
+// enqueueAfter queues name for controller after d.
+func (c *controllers) enqueueAfter(controller, name string, d time.Duration) {
+	c.mu.Lock()
+	q := c.sessions[controller]
+	c.mu.Unlock()
+	if q != nil {
+		q.queue.addAfter(name, d)
+	}
+}
+
 // onChange routes an informer change to the controllers that care.
 func (c *controllers) onChange(old, crd *CRD) {
 	if crd == nil {
@@ -144,9 +156,15 @@ func finalizerRelevantChange(old, crd *CRD) bool {
 }
 
 // writeStatus stores crd (a modified copy of the informer's cur) with
-// compare-and-swap and records the result in the informer. A lost race is
+// compare-and-swap, when it differs from cur, and records the result in
+// the informer. A lost race is
 // not an error: the winner's change brings the CRD back to the queue.
 func (c *controllers) writeStatus(ctx context.Context, crd, cur *CRD) error {
+	if semanticEqual(crd, cur) {
+		// as upstream's storage, an update that changes nothing writes
+		// nothing (and so triggers no further sync)
+		return nil
+	}
 	out, err := c.st.write(ctx, crd, cur)
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -111,10 +112,18 @@ func TestDeleteNeverEstablished(t *testing.T) {
 	if term == nil || term.Status != apiextensionsv1.ConditionFalse || term.Reason != "NeverEstablished" || term.Message != "resource was never established" {
 		t.Errorf("Terminating = %+v", term)
 	}
-	// a second delete leaves it while a finalizer holds it
+	if crd.DeletionGracePeriodSeconds != nil {
+		t.Errorf("first delete: deletionGracePeriodSeconds %d", *crd.DeletionGracePeriodSeconds)
+	}
+	// a second delete leaves it while a finalizer holds it, with
+	// deletionGracePeriodSeconds 0 (upstream's generic store)
 	resp, err := testRegistry.Delete(testCtx(t), &registryv1.DeleteRequest{Name: "twos." + group})
-	if err != nil || decodeT(t, resp.GetObject()).DeletionTimestamp == nil {
+	if err != nil {
 		t.Fatalf("second delete: %v", err)
+	}
+	if again := decodeT(t, resp.GetObject()); again.DeletionTimestamp == nil || !again.DeletionTimestamp.Equal(crd.DeletionTimestamp) ||
+		again.DeletionGracePeriodSeconds == nil || *again.DeletionGracePeriodSeconds != 0 || again.Generation != crd.Generation {
+		t.Fatalf("second delete: %+v", again.ObjectMeta)
 	}
 	// dropping the last finalizer deletes it
 	if _, err := testRegistry.Patch(testCtx(t), &registryv1.PatchRequest{
@@ -155,5 +164,109 @@ func TestDeletePreconditions(t *testing.T) {
 	}
 	if getT(t, name).DeletionTimestamp != nil {
 		t.Error("dry run marked the CRD")
+	}
+}
+
+// putObjectWithFinalizer stores a custom resource that has a finalizer
+// (generation 1, as the gateway creates them).
+func putObjectWithFinalizer(t *testing.T, group, plural, ns, name string) string {
+	t.Helper()
+	key := fmt.Sprintf("/registry/%s/%s/%s/%s", group, plural, ns, name)
+	obj := fmt.Sprintf(`{"apiVersion":"%s/v1","kind":"Item","metadata":{"finalizers":["example.com/keep"],"generation":1,"name":%q,"namespace":%q,"uid":"u-%s"},"spec":{"size":1}}`, group, name, ns, name)
+	if _, err := testStorage.Create(testCtx(t), &storagev1.CreateRequest{Key: key, Object: []byte(obj)}); err != nil {
+		t.Fatalf("store %s: %v", key, err)
+	}
+	return key
+}
+
+// TestDeleteWaitsForObjectFinalizers: as upstream's CRD finalizer, the
+// objects of a deleted CRD are deleted as a DeleteCollection of custom
+// resources does: those with finalizers are only marked (deletionTimestamp,
+// deletionGracePeriodSeconds 0, generation+1) and the CRD stays, Terminating
+// "InstanceDeletionInProgress" with its cleanup finalizer, until they are
+// gone; status is not rewritten meanwhile.
+func TestDeleteWaitsForObjectFinalizers(t *testing.T) {
+	group := newGroup(t)
+	name := "boxes." + group
+	createT(t, crdJSON(group, "boxes", "Box"))
+	waitEstablished(t, name)
+	putObject(t, group, "boxes", "a", "plain")
+	kept := putObjectWithFinalizer(t, group, "boxes", "b", "kept")
+
+	if _, err := testRegistry.Delete(testCtx(t), &registryv1.DeleteRequest{Name: name}); err != nil {
+		t.Fatal(err)
+	}
+	var marked map[string]any
+	eventually(t, 5*time.Second, "the plain object gone, the kept one marked", func() bool {
+		resp, err := testStorage.Get(testCtx(t), &storagev1.GetRequest{Key: kept})
+		if err != nil {
+			t.Fatal(err)
+		}
+		marked = map[string]any{}
+		if err := json.Unmarshal(resp.GetObject(), &marked); err != nil {
+			t.Fatal(err)
+		}
+		return countObjects(t, group, "boxes") == 1 && marked["metadata"].(map[string]any)["deletionTimestamp"] != nil
+	})
+	m := marked["metadata"].(map[string]any)
+	if m["deletionGracePeriodSeconds"] != float64(0) || m["generation"] != float64(2) || fmt.Sprint(m["finalizers"]) != "[example.com/keep]" ||
+		fmt.Sprint(marked["spec"]) != "map[size:1]" {
+		t.Errorf("marked object: %v", marked)
+	}
+	time.Sleep(500 * time.Millisecond)
+	crd := getT(t, name)
+	term := findCondition(crd, condTerminating)
+	if !hasFinalizer(crd, cleanupFinalizer) || term == nil || term.Status != apiextensionsv1.ConditionTrue || term.Reason != "InstanceDeletionInProgress" ||
+		term.Message != "CustomResource deletion is in progress" {
+		t.Fatalf("terminating CRD: finalizers %v, Terminating %+v", crd.Finalizers, term)
+	}
+	// waiting writes nothing
+	time.Sleep(500 * time.Millisecond)
+	if again := getT(t, name); again.ResourceVersion != crd.ResourceVersion {
+		t.Errorf("the CRD was rewritten while waiting: resourceVersion %s, then %s", crd.ResourceVersion, again.ResourceVersion)
+	}
+
+	// the object's finalizer is done: it goes, and so does the CRD
+	if _, err := testStorage.Delete(testCtx(t), &storagev1.DeleteRequest{Key: kept}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "CRD gone", func() bool {
+		_, err := testRegistry.Get(testCtx(t), &registryv1.GetRequest{Name: name})
+		return status(err).Code == http.StatusNotFound
+	})
+}
+
+// TestCleanupWaits: the finalizer looks again after growing intervals
+// (at most maxCleanupPoll, five checks within the timeout at least) and
+// reports a timeout once the wait lasted the timeout.
+func TestCleanupWaits(t *testing.T) {
+	var w cleanupWaits
+	cfg := cleanupConfig{timeout: time.Hour, poll: 100 * time.Millisecond}
+	var got []time.Duration
+	for range 8 {
+		d, timedOut := w.next("a", cfg)
+		if timedOut {
+			t.Fatal("timed out early")
+		}
+		got = append(got, d)
+	}
+	if fmt.Sprint(got) != "[100ms 200ms 400ms 800ms 1.6s 3.2s 5s 5s]" {
+		t.Errorf("intervals %v", got)
+	}
+	if d, _ := w.next("b", cleanupConfig{timeout: time.Second, poll: 100 * time.Millisecond}); d != 100*time.Millisecond {
+		t.Errorf("first interval of b: %v", d)
+	}
+	for range 3 {
+		w.next("b", cleanupConfig{timeout: time.Second, poll: 100 * time.Millisecond})
+	}
+	if d, _ := w.next("b", cleanupConfig{timeout: time.Second, poll: 100 * time.Millisecond}); d != 200*time.Millisecond {
+		t.Errorf("interval capped at a fifth of the timeout: %v", d)
+	}
+	if _, timedOut := w.next("c", cleanupConfig{timeout: 0, poll: time.Millisecond}); !timedOut {
+		t.Error("no timeout")
+	}
+	w.forget("a")
+	if d, _ := w.next("a", cfg); d != 100*time.Millisecond {
+		t.Errorf("after forget: %v", d)
 	}
 }

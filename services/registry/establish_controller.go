@@ -14,22 +14,28 @@ func (c *controllers) syncEstablished(ctx context.Context, name string) error {
 	if !ok || !conditionTrue(cur, condNamesAccepted) || conditionTrue(cur, condEstablished) {
 		return nil
 	}
-	crd := cur.DeepCopy()
-	if invalidConversionCABundle(crd) {
-		setCondition(crd, condition{
+	want := condition{
+		Type:    condEstablished,
+		Status:  apiextensionsv1.ConditionTrue,
+		Reason:  "InitialNamesAccepted",
+		Message: "the initial names have been accepted",
+	}
+	if invalidConversionCABundle(cur) {
+		want = condition{
 			Type:    condEstablished,
 			Status:  apiextensionsv1.ConditionFalse,
 			Reason:  "InvalidCABundle",
 			Message: "The conversion webhook CABundle is invalid",
-		})
-	} else {
-		setCondition(crd, condition{
-			Type:    condEstablished,
-			Status:  apiextensionsv1.ConditionTrue,
-			Reason:  "InitialNamesAccepted",
-			Message: "the initial names have been accepted",
-		})
+		}
 	}
+	// Written once: the write brings the CRD back here (still not
+	// Established), and upstream's status update of an unchanged object
+	// stores nothing.
+	if conditionEquivalent(&want, findCondition(cur, condEstablished)) {
+		return nil
+	}
+	crd := cur.DeepCopy()
+	setCondition(crd, want)
 	return c.writeStatus(ctx, crd, cur)
 }
 

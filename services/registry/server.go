@@ -289,7 +289,29 @@ func (s *server) deleteOnce(ctx context.Context, req *registryv1.DeleteRequest) 
 		return out, nil
 	}
 	// already marked: finalizers hold it, or nothing does any more
-	if len(cur.Finalizers) > 0 || req.GetDryRun() {
+	if len(cur.Finalizers) > 0 {
+		// upstream's generic store (markAsDeleting): a CRD that finalizers
+		// hold gets deletionGracePeriodSeconds 0
+		if g := cur.DeletionGracePeriodSeconds; g != nil && *g == 0 {
+			return cur, nil
+		}
+		crd := cur.DeepCopy()
+		var zero int64
+		crd.DeletionGracePeriodSeconds = &zero
+		if req.GetDryRun() {
+			return crd, nil
+		}
+		out, err := s.st.update(ctx, crd, rv)
+		if apierrors.IsConflict(err) {
+			return nil, lostRace{err}
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.inf.observe(out)
+		return out, nil
+	}
+	if req.GetDryRun() {
 		return cur, nil
 	}
 	out, err := s.st.remove(ctx, cur, rv)

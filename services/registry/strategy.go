@@ -120,7 +120,9 @@ func validateCRDUpdate(ctx context.Context, crd, old *CRD) error {
 // validateCRD validates a prepared create (old nil) or update of the main
 // resource: the registry's own rules, then the validator's schema checks
 // (CEL, defaults) when checks is set. The result is a 422 listing every
-// field error, or another Status when validation could not run.
+// field error, or another Status when validation could not run. A valid
+// crd's defaults are left as upstream's validation leaves them
+// (coerceDefaults).
 func validateCRD(ctx context.Context, checks schemaChecks, crd, old *CRD) error {
 	_, err := validateCRDWithWarnings(ctx, checks, crd, old)
 	return err
@@ -145,7 +147,13 @@ func validateCRDWithWarnings(ctx context.Context, checks schemaChecks, crd, old 
 	if err != nil {
 		return nil, err
 	}
-	return warnings, invalid(crd.Name, errs)
+	if len(errs) > 0 {
+		return warnings, invalid(crd.Name, errs)
+	}
+	// as upstream's validation, which coerces the defaults it checks in
+	// place
+	coerceDefaults(crd)
+	return warnings, nil
 }
 
 // validateCRDStatusUpdate validates a prepared update of the status.

@@ -237,7 +237,7 @@ func validateSpec(spec *apiextensions.CustomResourceDefinitionSpec, opts validat
 	}
 	if len(spec.SelectableFields) > 0 {
 		if spec.Validation == nil {
-			errs = append(errs, field.Invalid(p.Child("selectableFields"), "", "may only be set when validations.schema is included"))
+			errs = append(errs, field.Invalid(p.Child("selectableFields"), "", "selectableFields may only be set when validations.schema is included"))
 		} else {
 			errs = append(errs, validateSelectableFields(spec.SelectableFields, spec.Validation.OpenAPIV3Schema, p.Child("selectableFields"), opts, "")...)
 		}
@@ -262,7 +262,7 @@ func validateVersion(v *apiextensions.CustomResourceDefinitionVersion, p *field.
 	}
 	if len(v.SelectableFields) > 0 {
 		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
-			errs = append(errs, field.Invalid(p.Child("selectableFields"), "", "may only be set when `version.schema.openAPIV3Schema` is not included"))
+			errs = append(errs, field.Invalid(p.Child("selectableFields"), "", "selectableFields may only be set when version.schema.openAPIV3Schema is not included"))
 		} else {
 			errs = append(errs, validateSelectableFields(v.SelectableFields, v.Schema.OpenAPIV3Schema, p.Child("selectableFields"), opts, v.Name)...)
 		}

@@ -252,14 +252,15 @@ func validateWebhookURL(p *field.Path, raw string) field.ErrorList {
 
 // validateWebhookService validates a conversion webhook's service. As
 // upstream (which hands name and namespace to its helper the other way
-// round), an empty name is reported as namespace and vice versa.
+// round), an empty name is reported as namespace and vice versa, in v1.33's
+// words (later versions drop the details).
 func validateWebhookService(p *field.Path, s *apiextensions.ServiceReference) field.ErrorList {
 	var errs field.ErrorList
 	if s.Namespace == "" {
-		errs = append(errs, field.Required(p.Child("name"), ""))
+		errs = append(errs, field.Required(p.Child("name"), "service name is required"))
 	}
 	if s.Name == "" {
-		errs = append(errs, field.Required(p.Child("namespace"), ""))
+		errs = append(errs, field.Required(p.Child("namespace"), "service namespace is required"))
 	}
 	if msgs := utilvalidation.IsValidPortNum(int(s.Port)); msgs != nil {
 		errs = append(errs, field.Invalid(p.Child("port"), s.Port, "port is not valid: "+strings.Join(msgs, ", ")))

@@ -348,9 +348,9 @@ func validateXValidations(s *schemaProps, p *field.Path) field.ErrorList {
 		case r == "":
 			errs = append(errs, field.Required(rp.Child("rule"), "rule is not specified"))
 		case rule.Message != "" && msg == "":
-			errs = append(errs, field.Invalid(rp.Child("message"), rule.Message, "must be non-empty if specified"))
+			errs = append(errs, field.Invalid(rp.Child("message"), rule.Message, "message must be non-empty if specified"))
 		case newlines.MatchString(msg):
-			errs = append(errs, field.Invalid(rp.Child("message"), rule.Message, "must not contain line breaks"))
+			errs = append(errs, field.Invalid(rp.Child("message"), rule.Message, "message must not contain line breaks"))
 		case newlines.MatchString(r) && msg == "":
 			errs = append(errs, field.Required(rp.Child("message"), "message must be specified if rule contains line breaks"))
 		}
@@ -361,14 +361,14 @@ func validateXValidations(s *schemaProps, p *field.Path) field.ErrorList {
 			errs = append(errs, field.NotSupported(rp.Child("reason"), *rule.Reason, validationReasons))
 		}
 		if rule.FieldPath != "" && strings.TrimSpace(rule.FieldPath) == "" {
-			errs = append(errs, field.Invalid(rp.Child("fieldPath"), rule.FieldPath, "must be non-empty if specified"))
+			errs = append(errs, field.Invalid(rp.Child("fieldPath"), rule.FieldPath, "fieldPath must be non-empty if specified"))
 		}
 		if newlines.MatchString(rule.FieldPath) {
-			errs = append(errs, field.Invalid(rp.Child("fieldPath"), rule.FieldPath, "must not contain line breaks"))
+			errs = append(errs, field.Invalid(rp.Child("fieldPath"), rule.FieldPath, "fieldPath must not contain line breaks"))
 		}
 		if rule.FieldPath != "" && structuralUnsupported(s) == nil {
 			if _, _, err := resolveFieldPath(rule.FieldPath, s, true); err != nil {
-				errs = append(errs, field.Invalid(rp.Child("fieldPath"), rule.FieldPath, "must be a valid path"))
+				errs = append(errs, field.Invalid(rp.Child("fieldPath"), rule.FieldPath, "fieldPath must be a valid path"))
 			}
 		}
 	}

@@ -79,12 +79,33 @@ func TestValidationCasesMatchUpstream(t *testing.T) {
 var schemaRequiredPath = regexp.MustCompile(`^spec\.versions\[\d+\]\.schema\.openAPIV3Schema$`)
 
 // asV133 words errs as upstream v1.33 does where the v0.37 library this
-// module builds with differs: a version without a schema is "Required
-// value: schemas are required" (the library leaves the detail empty).
+// module builds with differs (v1.33's validation.go and webhook
+// validation): a version without a schema is "Required value: schemas are
+// required", a webhook service without name or namespace "service name is
+// required" / "service namespace is required" (the library leaves these
+// details empty); the details of a rule's message and fieldPath start with
+// "message " and "fieldPath "; the selectableFields placement errors start
+// with "selectableFields " (and name version.schema.openAPIV3Schema
+// without backquotes).
 func asV133(errs field.ErrorList) field.ErrorList {
 	for _, e := range errs {
-		if e.Type == field.ErrorTypeRequired && e.Detail == "" && schemaRequiredPath.MatchString(e.Field) {
+		switch {
+		case e.Type == field.ErrorTypeRequired && e.Detail == "" && schemaRequiredPath.MatchString(e.Field):
 			e.Detail = "schemas are required"
+		case e.Type == field.ErrorTypeRequired && e.Detail == "" && strings.HasSuffix(e.Field, ".service.name"):
+			e.Detail = "service name is required"
+		case e.Type == field.ErrorTypeRequired && e.Detail == "" && strings.HasSuffix(e.Field, ".service.namespace"):
+			e.Detail = "service namespace is required"
+		case strings.HasSuffix(e.Field, ".message") && strings.Contains(e.Field, "x-kubernetes-validations[") &&
+			(e.Detail == "must be non-empty if specified" || e.Detail == "must not contain line breaks"):
+			e.Detail = "message " + e.Detail
+		case strings.HasSuffix(e.Field, ".fieldPath") && strings.Contains(e.Field, "x-kubernetes-validations[") &&
+			(e.Detail == "must be non-empty if specified" || e.Detail == "must not contain line breaks" || e.Detail == "must be a valid path"):
+			e.Detail = "fieldPath " + e.Detail
+		case strings.HasSuffix(e.Field, "selectableFields") && e.Detail == "may only be set when validations.schema is included":
+			e.Detail = "selectableFields " + e.Detail
+		case strings.HasSuffix(e.Field, "selectableFields") && e.Detail == "may only be set when `version.schema.openAPIV3Schema` is not included":
+			e.Detail = "selectableFields may only be set when version.schema.openAPIV3Schema is not included"
 		}
 	}
 	return errs
