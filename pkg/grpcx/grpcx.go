@@ -18,18 +18,44 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 )
 
-// MaxMessageSize bounds one gRPC message (objects travel as JSON bytes; a
-// large list can be tens of MiB).
-const MaxMessageSize = 256 << 20
+// Message size limits. Objects travel as JSON bytes, so a message is about
+// as large as the objects in it.
+//
+// A request carries at most a few objects: the gateway refuses bodies over
+// 3 MiB (kube-apiserver's limit), etcd objects over 1.5 MiB (its default
+// --max-request-bytes; storage's etcd client sends at most 2 MiB), and the
+// largest request, the validator's Admit of an update, holds the new object,
+// the request's own object and the stored one. Lists travel as requests
+// only to the converter, and the gateway splits them to fit.
+//
+// A response can be a whole list: storage's List without a limit (and
+// DeleteCollection) returns every object of a collection at once, as
+// kube-apiserver does for a list without ?limit, and the converter returns
+// a list it converted. Clients that page (informers, kubectl: 500 a page)
+// stay far below the bound.
+const (
+	// MaxRequestMessageSize bounds a request: what a server receives and a
+	// client sends.
+	MaxRequestMessageSize = 16 << 20
+	// MaxResponseMessageSize bounds a response (and a stream's message):
+	// what a server sends and a client receives.
+	MaxResponseMessageSize = 256 << 20
+)
 
-// NewServer returns a gRPC server with tracing, Prometheus metrics
-// (crdplane_grpc_server_*) and the size limits crdplane uses.
+// NewServer returns a gRPC server with panic recovery (RecoverUnary,
+// RecoverStream: a panicking handler fails its call with Internal), tracing,
+// Prometheus metrics (crdplane_grpc_server_*) and the message size limits
+// (MaxRequestMessageSize received, MaxResponseMessageSize sent; a larger
+// message fails its call with ResourceExhausted).
 func NewServer(opts ...grpc.ServerOption) *grpc.Server {
 	base := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
 		grpc.StatsHandler(metricsHandler{serverMetrics}),
-		grpc.MaxRecvMsgSize(MaxMessageSize),
-		grpc.MaxSendMsgSize(MaxMessageSize),
+		grpc.MaxRecvMsgSize(MaxRequestMessageSize),
+		grpc.MaxSendMsgSize(MaxResponseMessageSize),
+		// First in the chains: panics of later interceptors are caught too.
+		grpc.ChainUnaryInterceptor(RecoverUnary),
+		grpc.ChainStreamInterceptor(RecoverStream),
 	}
 	return grpc.NewServer(append(base, opts...)...)
 }
@@ -76,7 +102,7 @@ func Dial(target string, opts ...grpc.DialOption) (Conn, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 		grpc.WithStatsHandler(metricsHandler{clientMetrics}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxResponseMessageSize), grpc.MaxCallSendMsgSize(MaxRequestMessageSize)),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
 	}
 	if name, ok := strings.CutPrefix(target, inprocScheme); ok {

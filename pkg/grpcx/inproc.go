@@ -31,7 +31,10 @@ import (
 // and, for unary calls, no goroutine hand-off, while keeping what a gRPC
 // call guarantees: each side gets its own copy of every message, errors
 // arrive as gRPC statuses (non-status errors as Unknown, context errors as
-// Canceled or DeadlineExceeded), the handler's context ends with the
+// Canceled or DeadlineExceeded), a panicking handler fails its call with
+// Internal (RecoverUnary), messages over the size limits fail with
+// ResourceExhausted (MaxRequestMessageSize, MaxResponseMessageSize), the
+// handler's context ends with the
 // caller's and carries its deadline, outgoing metadata arrives as incoming
 // metadata and headers and trailers set by the handler reach grpc.Header
 // and grpc.Trailer call options, server interceptors run, and every call is
@@ -279,8 +282,7 @@ func (p *InProcess) invoke(ctx context.Context, method string, args, reply any, 
 	sctx, done := p.serverContext(ctx, call)
 	sctx, sspan := m.stats.startServer(sctx)
 
-	dec := func(in any) error { return copyInto(in, args) }
-	resp, err := m.handler(m.impl, sctx, dec, p.cfg.UnaryInterceptor)
+	resp, err := p.callUnary(sctx, m, method, args)
 	st := toStatus(err)
 	m.stats.end(sspan, &m.stats.server, st, start)
 	done()
@@ -298,6 +300,61 @@ func (p *InProcess) invoke(ctx context.Context, method string, args, reply any, 
 	m.stats.end(span, &m.stats.client, st, start)
 	if st != nil {
 		return copyStatus(st)
+	}
+	return nil
+}
+
+// callUnary runs a unary handler (and the interceptor) as a gRPC server
+// would: the request within the size limit, a panic recovered as Internal,
+// the response within the size limit.
+func (p *InProcess) callUnary(ctx context.Context, m *inprocUnary, method string, args any) (resp any, err error) {
+	if err := checkSize(args, maxRecvMsgSize, "received"); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			resp, err = nil, recovered(method, v)
+		}
+	}()
+	dec := func(in any) error { return copyInto(in, args) }
+	resp, err = m.handler(m.impl, ctx, dec, p.cfg.UnaryInterceptor)
+	if err == nil {
+		if serr := checkSize(resp, maxSendMsgSize, "trying to send"); serr != nil {
+			return nil, serr
+		}
+	}
+	return resp, err
+}
+
+// callStream runs a stream handler (and the interceptor), a panic
+// recovered as Internal.
+func (p *InProcess) callStream(m *inprocStreamMethod, ss *inprocServerStream) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = recovered(m.info.FullMethod, v)
+		}
+	}()
+	if p.cfg.StreamInterceptor != nil {
+		return p.cfg.StreamInterceptor(m.impl, ss, &m.info, m.desc.Handler)
+	}
+	return m.desc.Handler(m.impl, ss)
+}
+
+// The size limits of a server from NewServer, which direct calls keep too.
+const (
+	maxRecvMsgSize = MaxRequestMessageSize
+	maxSendMsgSize = MaxResponseMessageSize
+)
+
+// checkSize fails a message over limit as a gRPC server does (the same
+// code and wording: "grpc: received message larger than max (N vs. M)").
+func checkSize(m any, limit int, verb string) error {
+	msg, ok := m.(proto.Message)
+	if !ok {
+		return nil
+	}
+	if n := proto.Size(msg); n > limit {
+		return status.Errorf(codes.ResourceExhausted, "grpc: %s message larger than max (%d vs. %d)", verb, n, limit)
 	}
 	return nil
 }
@@ -331,13 +388,7 @@ func (p *InProcess) newStream(ctx context.Context, method string, opts []grpc.Ca
 	ss := &inprocServerStream{ctx: sctx, cs: cs}
 	go func() {
 		defer p.leave()
-		var err error
-		if p.cfg.StreamInterceptor != nil {
-			err = p.cfg.StreamInterceptor(m.impl, ss, &m.info, m.desc.Handler)
-		} else {
-			err = m.desc.Handler(m.impl, ss)
-		}
-		st := toStatus(err)
+		st := toStatus(p.callStream(m, ss))
 		m.stats.end(sspan, &m.stats.server, st, start)
 		done()
 		call.sendHeader()
@@ -443,6 +494,9 @@ func (s *inprocServerStream) SendMsg(m any) error {
 	if !ok {
 		return status.Errorf(codes.Internal, "in-process call: %T is not a protobuf message", m)
 	}
+	if err := checkSize(msg, maxSendMsgSize, "trying to send"); err != nil {
+		return err
+	}
 	s.cs.call.sendHeader()
 	select {
 	case s.cs.down <- proto.Clone(msg):
@@ -457,6 +511,9 @@ func (s *inprocServerStream) RecvMsg(m any) error {
 	case msg, ok := <-s.cs.up:
 		if !ok {
 			return io.EOF
+		}
+		if err := checkSize(msg, maxRecvMsgSize, "received"); err != nil {
+			return err
 		}
 		return copyInto(m, msg)
 	case <-s.ctx.Done():

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -135,6 +136,11 @@ func FromError(err error) *metav1.Status {
 	case codes.PermissionDenied:
 		se = apierrors.NewForbidden(schemaGR(), "", errors.New(msg))
 	case codes.ResourceExhausted:
+		if strings.Contains(msg, "message larger than max") {
+			// gRPC's message size limit (pkg/grpcx): retrying will not help.
+			se = apierrors.NewInternalError(fmt.Errorf("%s", msg))
+			break
+		}
 		se = apierrors.NewTooManyRequests(msg, 1)
 	case codes.DeadlineExceeded:
 		se = apierrors.NewTimeoutError(msg, 0)

@@ -69,3 +69,17 @@ func TestFromPlainGRPCCode(t *testing.T) {
 		t.Fatalf("got %+v", s)
 	}
 }
+
+// A message over gRPC's size limit is a 500 (retrying cannot help); other
+// ResourceExhausted errors are 429s.
+func TestFromResourceExhausted(t *testing.T) {
+	s := FromError(status.Error(codes.ResourceExhausted, "grpc: received message larger than max (20000000 vs. 16777216)"))
+	if s.Code != http.StatusInternalServerError || s.Reason != metav1.StatusReasonInternalError ||
+		s.Message != "Internal error occurred: grpc: received message larger than max (20000000 vs. 16777216)" {
+		t.Fatalf("got %+v", s)
+	}
+	s = FromError(status.Error(codes.ResourceExhausted, "slow down"))
+	if s.Code != http.StatusTooManyRequests || s.Reason != metav1.StatusReasonTooManyRequests || s.Details.RetryAfterSeconds != 1 {
+		t.Fatalf("got %+v", s)
+	}
+}

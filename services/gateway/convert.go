@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/crdplane/crdplane/pkg/grpcx"
 	"github.com/crdplane/crdplane/pkg/jsonscan"
 	converterv1 "github.com/crdplane/crdplane/proto/crdplane/converter/v1"
 	"github.com/crdplane/crdplane/services/converter/convert"
@@ -16,8 +17,9 @@ import (
 // convertObjects converts custom resources of r to apiVersion: None
 // conversion is an in-process apiVersion rewrite; Webhook conversion is one
 // call to the converter service for every object not already there (a
-// list in one call: the converter coalesces concurrent calls and chunks
-// large lists itself). The converter's errors (a Status: 500 InternalError
+// list in one call, unless it is over gRPC's request size limit: then in
+// calls of up to 15 MiB; the converter coalesces concurrent calls and
+// chunks large lists itself). The converter's errors (a Status: 500 InternalError
 // "conversion webhook for <gvk> failed: ..." as upstream) pass through
 // unchanged; an unreachable converter is 503.
 //
@@ -71,20 +73,47 @@ func (a *kubeAPI) convertObjects(ctx context.Context, r *resource, apiVersion st
 	if a.converter == nil {
 		return nil, apierrors.NewServiceUnavailable("webhook conversion is not available: no converter service configured")
 	}
-	resp, err := a.converter.Convert(ctx, &converterv1.ConvertRequest{Crd: r.crdRef(), DesiredApiVersion: apiVersion, Objects: pending})
-	if err != nil {
-		return nil, err
-	}
-	if len(resp.GetObjects()) != len(pending) {
-		return nil, apierrors.NewInternalError(fmt.Errorf("converter returned %d objects for %d", len(resp.GetObjects()), len(pending)))
-	}
-	for j, i := range idx {
-		// What a webhook returns is coerced whatever the versions' schemas.
-		if out[i], err = pr.apply(resp.GetObjects()[j]); err != nil {
-			return nil, apierrors.NewInternalError(err)
+	// A list goes in requests within the gRPC request size limit.
+	for _, b := range convertBatches(pending, convertBatchBytes) {
+		resp, err := a.converter.Convert(ctx, &converterv1.ConvertRequest{Crd: r.crdRef(), DesiredApiVersion: apiVersion, Objects: pending[b[0]:b[1]]})
+		if err != nil {
+			return nil, err
+		}
+		if len(resp.GetObjects()) != b[1]-b[0] {
+			return nil, apierrors.NewInternalError(fmt.Errorf("converter returned %d objects for %d", len(resp.GetObjects()), b[1]-b[0]))
+		}
+		for j, i := range idx[b[0]:b[1]] {
+			// What a webhook returns is coerced whatever the versions' schemas.
+			if out[i], err = pr.apply(resp.GetObjects()[j]); err != nil {
+				return nil, apierrors.NewInternalError(err)
+			}
 		}
 	}
 	return out, nil
+}
+
+// convertBatchBytes bounds the objects of one ConvertRequest: the gRPC
+// request limit less room for the rest of the request.
+const convertBatchBytes = grpcx.MaxRequestMessageSize - 1<<20
+
+// convertBatches splits objs into runs [start, end) of at most max bytes
+// (counting each object's few bytes of protobuf framing); an object larger
+// than max goes alone.
+func convertBatches(objs [][]byte, max int) [][2]int {
+	var out [][2]int
+	start, size := 0, 0
+	for i, o := range objs {
+		n := len(o) + 10
+		if i > start && size+n > max {
+			out = append(out, [2]int{start, i})
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(objs) {
+		out = append(out, [2]int{start, len(objs)})
+	}
+	return out
 }
 
 // versionOf is the version of an apiVersion ("stable.example.com/v1" ->
