@@ -113,6 +113,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
+	if direct != nil {
+		// Dependants probe readiness (grpcx.Probe) by direct calls too.
+		healthpb.RegisterHealthServer(direct, hs)
+	}
 	reflection.Register(srv)
 
 	lis, err := grpcx.Listen(cfg.GRPCAddr)

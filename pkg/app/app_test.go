@@ -2,11 +2,13 @@ package app
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,5 +185,57 @@ func TestRunDrains(t *testing.T) {
 	}
 	if _, _, err := get(base + "/readyz"); err == nil {
 		t.Fatal("HTTP listener still serving after Run returned")
+	}
+}
+
+// TestRunInProcessHealth: a service served in-process answers the gRPC
+// health service by direct calls too, so that a grpcx.Probe of a
+// dependant follows its readiness.
+func TestRunInProcessHealth(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var notReady atomic.Bool
+	addr := "inproc://app-health-test"
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{
+			Name: "test", GRPCAddr: addr,
+			Register: func(grpc.ServiceRegistrar) {},
+			Ready: func() error {
+				if notReady.Load() {
+					return errors.New("etcd unreachable")
+				}
+				return nil
+			},
+			ShutdownGrace: time.Second,
+		})
+	}()
+	cc, err := grpcx.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	p := grpcx.NewProbe("dep", cc)
+	wait := func(healthy bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for (p.Check(ctx) == nil) != healthy {
+			if time.Now().After(deadline) {
+				t.Fatalf("probe never %v: %v", healthy, p.Err())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	wait(true)
+	notReady.Store(true)
+	wait(false)
+	if err := p.Err(); err == nil || err.Error() != "dep: NOT_SERVING" {
+		t.Fatalf("probe: %v", err)
+	}
+	notReady.Store(false)
+	wait(true)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

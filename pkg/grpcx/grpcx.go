@@ -11,9 +11,11 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 )
@@ -60,6 +62,15 @@ func NewServer(opts ...grpc.ServerOption) *grpc.Server {
 	return grpc.NewServer(append(base, opts...)...)
 }
 
+// connectParams make a broken connection retry within seconds: servers are
+// replicas in the same cluster (or process), and one that comes back (a
+// restarted pod, a recovered storage) should get traffic again soon, not
+// after grpc's default backoff of up to two minutes.
+var connectParams = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+	MinConnectTimeout: 20 * time.Second,
+}
+
 const inprocScheme = "inproc://"
 
 var (
@@ -104,6 +115,7 @@ func Dial(target string, opts ...grpc.DialOption) (Conn, error) {
 		grpc.WithStatsHandler(metricsHandler{clientMetrics}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxResponseMessageSize), grpc.MaxCallSendMsgSize(MaxRequestMessageSize)),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
+		grpc.WithConnectParams(connectParams),
 	}
 	if name, ok := strings.CutPrefix(target, inprocScheme); ok {
 		base = append(base, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {

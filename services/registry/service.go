@@ -29,6 +29,7 @@ type Service struct {
 	conn    grpcx.Conn
 	valConn grpcx.Conn       // the validator's, when configured
 	etcd    *clientv3.Client // the leader election's, when the service dialed it
+	storage *grpcx.Probe     // readiness: storage serves
 	server  *server
 	inf     *informer
 	ctrl    *controllers
@@ -92,6 +93,8 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
 	s.cancel = func() { stop(); cancel() }
+	s.storage = grpcx.NewProbe("storage", s.conn)
+	s.wg.Go(func() { s.storage.Run(runCtx) })
 	s.wg.Go(func() { s.inf.run(runCtx) })
 	s.wg.Go(func() { cfg.Elector.Run(runCtx, s.ctrl.lead) })
 	return s, nil
@@ -131,11 +134,15 @@ func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	registryv1.RegisterOpenAPIServiceServer(srv, openapi.NewServer(s.openapi))
 }
 
-// Ready reports whether the service has a complete view of the CRDs (and
-// hence a working storage connection).
+// Ready reports whether the service has a complete view of the CRDs and
+// storage, which every write and watch needs, serves (its health check, as
+// kube-apiserver's readiness checks etcd).
 func (s *Service) Ready() error {
 	if !s.inf.hasSynced() {
 		return errors.New("registry: CRD watch not synced")
+	}
+	if err := s.storage.Err(); err != nil {
+		return fmt.Errorf("registry: %w", err)
 	}
 	return nil
 }
