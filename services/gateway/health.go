@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
 
@@ -30,15 +31,29 @@ func (a *kubeAPI) Livez(_ context.Context, req *gatewayv1.LivezRequest) (*httpbo
 	return textBody("ok"), nil
 }
 
-// Readyz serves /readyz: ready once the CRD cache has synced; 500 with the
-// reason otherwise.
+// Readyz serves /readyz as kube-apiserver's healthz handler does: "ok"
+// when every check passes ("[+]<check> ok" lines with ?verbose), else 500
+// with every check's line, a failed one as "[-]<check> failed: reason
+// withheld" (the endpoint is public; the reason goes to the log).
 func (a *kubeAPI) Readyz(ctx context.Context, req *gatewayv1.ReadyzRequest) (*httpbody.HttpBody, error) {
-	if err := a.ready(); err != nil {
+	var out strings.Builder
+	out.WriteString("[+]ping ok\n")
+	var failed []any
+	for _, c := range a.readyChecks() {
+		if err := c.check(); err != nil {
+			fmt.Fprintf(&out, "[-]%s failed: reason withheld\n", c.name)
+			failed = append(failed, c.name, err.Error())
+			continue
+		}
+		fmt.Fprintf(&out, "[+]%s ok\n", c.name)
+	}
+	if len(failed) > 0 {
+		a.log.Debug("readyz check failed", failed...)
 		setHTTPCode(ctx, http.StatusInternalServerError)
-		return textBody(fmt.Sprintf("[+]ping ok\n[-]crd-cache failed: %v\nreadyz check failed\n", err)), nil
+		return textBody(out.String() + "readyz check failed\n"), nil
 	}
 	if req.GetVerbose() {
-		return textBody("[+]ping ok\n[+]crd-cache ok\nreadyz check passed\n"), nil
+		return textBody(out.String() + "readyz check passed\n"), nil
 	}
 	return textBody("ok"), nil
 }

@@ -36,7 +36,7 @@ type kubeAPI struct {
 	crdEvents *crdEvents
 	schemas   schemaCache
 
-	ready             func() error
+	readyChecks       func() []readyCheck
 	minRequestTimeout time.Duration
 	crdWait           time.Duration
 	now               func() time.Time

@@ -33,6 +33,7 @@ type Service struct {
 	log *slog.Logger
 
 	conns   []grpcx.Conn
+	probes  []*grpcx.Probe // storage and registry: readiness
 	crds    *crdcache.Cache
 	api     *kubeAPI
 	handler http.Handler
@@ -111,6 +112,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		converter = converterv1.NewConverterServiceClient(cc)
 	}
 
+	// Readiness follows the services every request needs.
+	s.probes = []*grpcx.Probe{grpcx.NewProbe("storage", stoConn), grpcx.NewProbe("registry", regConn)}
 	registry := registryv1.NewRegistryServiceClient(regConn)
 	s.crds = crdcache.New(registry, log)
 	events := newCRDEvents()
@@ -123,7 +126,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		converter:         converter,
 		crds:              s.crds,
 		crdEvents:         events,
-		ready:             s.Ready,
+		readyChecks:       s.readyChecks,
 		minRequestTimeout: cfg.MinRequestTimeout,
 		crdWait:           cfg.CRDWait,
 		now:               time.Now,
@@ -139,8 +142,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	watchCtx, stopWatches := context.WithCancel(bg)
 	s.stopWatches = stopWatches
-	s.handler = metrics.InstrumentHTTP("kube-api", otelhttp.NewHandler(&edge{tokens: ts, maxBody: cfg.MaxRequestBodyBytes, requestTimeout: cfg.RequestTimeout, next: mux, stopWatches: watchCtx}, "kube-api",
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path })))
+	s.handler = instrument(&edge{tokens: ts, maxBody: cfg.MaxRequestBodyBytes, requestTimeout: cfg.RequestTimeout, next: mux, stopWatches: watchCtx})
 
 	if cfg.ListenAddr != "" {
 		if s.lis, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
@@ -149,9 +151,25 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		}
 	}
 
-	go func() { defer close(s.done); s.crds.Run(bg) }()
+	go func() {
+		defer close(s.done)
+		var wg sync.WaitGroup
+		for _, p := range s.probes {
+			wg.Go(func() { p.Run(bg) })
+		}
+		s.crds.Run(bg)
+		wg.Wait()
+	}()
 	ok = true
 	return s, nil
+}
+
+// instrument wraps the edge in what every request goes through: metrics,
+// tracing and panic recovery (innermost, so that a recovered panic's 500
+// is traced and counted).
+func instrument(h http.Handler) http.Handler {
+	return metrics.InstrumentHTTP("kube-api", otelhttp.NewHandler(recoverPanics(h), "kube-api",
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path })))
 }
 
 // newMux builds a grpc-gateway mux: raw HttpBody bodies both ways,
@@ -200,14 +218,42 @@ func (s *Service) Addr() string {
 
 var errNoCache = errors.New("CRD cache not synced")
 
-// Ready reports readiness: the CRD cache has synced and the gateway is
-// not shutting down.
-func (s *Service) Ready() error {
-	if s.draining.Load() {
-		return errors.New("shutting down")
+// readyCheck is one check of /readyz.
+type readyCheck struct {
+	name  string
+	check func() error
+}
+
+// readyChecks are the checks of readiness, in /readyz's order: the CRD
+// cache has synced (as kube-apiserver's informer-sync), storage and the
+// registry answer their health checks and are serving (as its etcd check:
+// no request can be served without them), and the gateway is not shutting
+// down. The validator and converter are left out: reads go on without
+// them.
+func (s *Service) readyChecks() []readyCheck {
+	checks := []readyCheck{{"crd-cache", func() error {
+		if !s.crds.Synced() {
+			return errNoCache
+		}
+		return nil
+	}}}
+	for _, p := range s.probes {
+		checks = append(checks, readyCheck{p.Name(), p.Err})
 	}
-	if !s.crds.Synced() {
-		return errNoCache
+	return append(checks, readyCheck{"shutdown", func() error {
+		if s.draining.Load() {
+			return errors.New("shutting down")
+		}
+		return nil
+	}})
+}
+
+// Ready reports readiness: every readyCheck passes.
+func (s *Service) Ready() error {
+	for _, c := range s.readyChecks() {
+		if err := c.check(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -135,7 +135,7 @@ func serveWatch(ctx context.Context, out gatewayv1.KubeAPIService_WatchServer, p
 	events := make(chan received, 64)
 	go func() {
 		for {
-			ev, err := recv()
+			ev, err := recoverRecv(recv)
 			select {
 			case events <- received{ev, err}:
 			case <-ctx.Done():
