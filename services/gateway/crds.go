@@ -10,9 +10,11 @@ import (
 	"google.golang.org/genproto/googleapis/api/httpbody"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
+	"github.com/crdplane/crdplane/pkg/patch"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 )
@@ -32,6 +34,38 @@ func crdScope(namespace string) error {
 		return errNotFound()
 	}
 	return nil
+}
+
+// checkCRDFieldSelector is upstream's check of a field selector on CRDs
+// (runtime.DefaultMetaV1FieldSelectorConversion, the typed API's field
+// label conversion): metadata.name and metadata.namespace only.
+func checkCRDFieldSelector(sel fields.Selector) error {
+	if sel == nil {
+		return nil
+	}
+	for _, req := range sel.Requirements() {
+		if req.Field != "metadata.name" && req.Field != "metadata.namespace" {
+			return apierrors.NewBadRequest(fmt.Sprintf("%q is not a known field selector: only %q, %q", req.Field, "metadata.name", "metadata.namespace"))
+		}
+	}
+	return nil
+}
+
+// crdPatchType reports whether upstream's PATCH route for CRDs (a
+// go-restful route of a built-in type) consumes patches of type pt.
+func crdPatchType(pt string) bool {
+	switch pt {
+	case patch.JSONPatch, patch.MergePatch, patch.StrategicMerge, "application/apply-patch+yaml":
+		return true
+	}
+	return false
+}
+
+// errCRDUnsupportedMediaType is go-restful's 415 for a CRD patch of another
+// type, as kube-apiserver renders it (a generic server response: details
+// {}).
+func errCRDUnsupportedMediaType() error {
+	return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "", "415: Unsupported Media Type", 0, false)
 }
 
 func crdSubresource(sub, name string) error {
@@ -64,7 +98,7 @@ func (a *kubeAPI) listCRDs(ctx context.Context, params listParams) (listPage, er
 	if err != nil {
 		return listPage{}, err
 	}
-	if err := checkFieldSelector(opts.FieldSelector, func(f string) bool { return f == "metadata.name" }); err != nil {
+	if err := checkCRDFieldSelector(opts.FieldSelector); err != nil {
 		return listPage{}, err
 	}
 	lo, minRV, err := storageListOptions(opts, nil)
@@ -150,7 +184,7 @@ func (a *kubeAPI) crdWatch(ctx context.Context, namespace string, params listPar
 	if err != nil {
 		return err
 	}
-	if err := checkFieldSelector(opts.FieldSelector, func(f string) bool { return f == "metadata.name" }); err != nil {
+	if err := checkCRDFieldSelector(opts.FieldSelector); err != nil {
 		return err
 	}
 	if err := selectName(opts, params.name); err != nil {

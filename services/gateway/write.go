@@ -539,6 +539,9 @@ func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*http
 	if !crds && !patch.Supported(pt) {
 		return reply(nil, patch.UnsupportedError(pt))
 	}
+	if crds && !crdPatchType(pt) {
+		return reply(nil, errCRDUnsupportedMediaType())
+	}
 	opts := &metav1.PatchOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
 	if req.GetForce() {
 		force := true

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -110,10 +111,20 @@ func decodeCRD(body []byte, fieldValidation string) (*CRD, []string, error) {
 	return crd, warnings, nil
 }
 
+// upstreamSchemeName is the name v1.33's runtime.NewScheme gives a scheme
+// (its own call site: k8s.io/apimachinery v0.33's pkg/runtime/scheme.go
+// line 110), which "no kind ... is registered" errors quote; the library
+// this module builds with names another line.
+const upstreamSchemeName = "pkg/runtime/scheme.go:110"
+
 // decodeError words a decoding failure as upstream's transformDecodeError.
 func decodeError(err error, gvk *schema.GroupVersionKind, body []byte) error {
 	if gvk != nil && gvk.Kind != "" {
-		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, crdKind, err))
+		msg := fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, crdKind, err)
+		if runtime.IsNotRegisteredError(err) {
+			msg = strings.ReplaceAll(msg, fmt.Sprintf("in scheme %q", scheme.Name()), fmt.Sprintf("in scheme %q", upstreamSchemeName))
+		}
+		return apierrors.NewBadRequest(msg)
 	}
 	return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v (%s)", crdKind, err, summarize(body, 30)))
 }

@@ -155,7 +155,15 @@ func (s *server) Patch(ctx context.Context, req *registryv1.PatchRequest) (*regi
 		if err != nil {
 			return nil, kstatus.ToGRPC(apierrors.NewInternalError(err))
 		}
+		strictErrs, err := decodePatch(req.GetPatchType(), req.GetPatch(), req.GetOptions().GetFieldValidation())
+		if err != nil {
+			return nil, kstatus.ToGRPC(err)
+		}
 		patched, err := applyPatch(original, req.GetPatchType(), req.GetPatch())
+		if err != nil {
+			return nil, kstatus.ToGRPC(err)
+		}
+		patchWarnings, err := patchStrictErrors(req.GetOptions().GetFieldValidation(), strictErrs, patched)
 		if err != nil {
 			return nil, kstatus.ToGRPC(err)
 		}
@@ -163,6 +171,7 @@ func (s *server) Patch(ctx context.Context, req *registryv1.PatchRequest) (*regi
 		if err != nil {
 			return nil, kstatus.ToGRPC(err)
 		}
+		warnings = append(patchWarnings, warnings...)
 		if err := checkName(crd, req.GetName()); err != nil {
 			return nil, kstatus.ToGRPC(err)
 		}

@@ -6,10 +6,14 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/mergepatch"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/patch"
 )
 
@@ -46,4 +50,35 @@ func strategicPatchError(err error) error {
 		return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
 	}
 	return apierrors.NewBadRequest(err.Error())
+}
+
+// decodePatch is upstream's strict pre-decoding of a JSON or merge patch
+// under fieldValidation Warn (the default) and Strict: a body that does
+// not decode is 400 "error decoding patch: ..." (once the CRD was read,
+// before anything is applied); duplicate fields come back as strict
+// errors.
+func decodePatch(patchType string, body []byte, directive string) ([]error, error) {
+	if directive == metav1.FieldValidationIgnore {
+		return nil, nil
+	}
+	return patch.DecodeStrict(patchType, body)
+}
+
+// patchStrictErrors applies the directive to a patch's strict errors once
+// it applied: warnings under Warn, upstream's 422 on the patched object
+// under Strict.
+func patchStrictErrors(directive string, strictErrs []error, patched []byte) ([]string, error) {
+	if len(strictErrs) == 0 {
+		return nil, nil
+	}
+	if directive == metav1.FieldValidationStrict {
+		return nil, fielderr.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
+			field.Invalid(field.NewPath("patch"), string(patched), runtime.NewStrictDecodingError(strictErrs).Error()),
+		})
+	}
+	out := make([]string, 0, len(strictErrs))
+	for _, e := range strictErrs {
+		out = append(out, e.Error())
+	}
+	return out, nil
 }
