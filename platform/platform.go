@@ -66,6 +66,9 @@ type Config struct {
 	// Conversion configures webhook conversion (coalescing, chunking,
 	// service endpoints for clientConfig.service webhooks).
 	Conversion webhook.Config
+	// Limits are the gateway's overload protection limits (0: no limit;
+	// crdplane run's flags default to the gateway's).
+	Limits gateway.Limits
 }
 
 // Platform is a running in-process crdplane.
@@ -182,6 +185,7 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 		StorageAddr:   addr("storage"),
 		TLSCert:       &cert,
 		Tokens:        []string{cfg.Token},
+		Limits:        cfg.Limits,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)

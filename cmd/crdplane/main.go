@@ -21,6 +21,7 @@ import (
 	"github.com/crdplane/crdplane/pkg/telemetry"
 	"github.com/crdplane/crdplane/platform"
 	"github.com/crdplane/crdplane/services/converter/webhook"
+	"github.com/crdplane/crdplane/services/gateway"
 )
 
 const usage = `crdplane: a Kubernetes-compatible API server for CustomResourceDefinitions.
@@ -69,6 +70,8 @@ func run(args []string) error {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	var conversion webhook.Config
 	conversion.RegisterFlags(fs)
+	var limits gateway.Limits
+	limits.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -96,6 +99,7 @@ func run(args []string) error {
 		RotateCredentials: *rotate,
 		Hosts:             splitList(*hosts),
 		Conversion:        conversion,
+		Limits:            limits,
 	})
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/csv"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -26,34 +27,78 @@ var publicPaths = map[string]bool{
 	"/readyz":  true,
 }
 
-// tokenSet holds the accepted bearer tokens as hashes, compared in constant time.
+// tokenSet holds the accepted bearer tokens as hashes, compared in
+// constant time, with whom each stands for.
 type tokenSet struct {
 	hashes [][32]byte
+	ids    []identity
 }
 
-func newTokenSet(tokens []string) *tokenSet {
+// identity is whom a request authenticated as: a token file entry's user,
+// or for a token given without one, that token.
+type identity struct {
+	// user is the token file's user name ("" for a --token token).
+	user string
+	// key tells clients apart for per-client limits: "user:<name>", or
+	// "token:<a prefix of the token's hash>".
+	key string
+}
+
+// anonymous is the identity of unauthenticated requests to public paths.
+var anonymous = identity{user: "system:anonymous", key: "user:system:anonymous"}
+
+// tokenEntry is one accepted token and its user ("" when unknown).
+type tokenEntry struct {
+	token, user string
+}
+
+func newTokenSet(tokens []string, entries ...tokenEntry) *tokenSet {
 	ts := &tokenSet{}
 	for _, t := range tokens {
-		if t = strings.TrimSpace(t); t != "" {
-			ts.hashes = append(ts.hashes, sha256.Sum256([]byte(t)))
+		entries = append(entries, tokenEntry{token: t})
+	}
+	for _, e := range entries {
+		t := strings.TrimSpace(e.token)
+		if t == "" {
+			continue
 		}
+		h := sha256.Sum256([]byte(t))
+		id := identity{user: e.user, key: "user:" + e.user}
+		if e.user == "" {
+			id.key = "token:" + hex.EncodeToString(h[:8])
+		}
+		ts.hashes = append(ts.hashes, h)
+		ts.ids = append(ts.ids, id)
 	}
 	return ts
 }
 
 func (ts *tokenSet) empty() bool { return len(ts.hashes) == 0 }
 
-// valid reports whether token is one of the set.
-func (ts *tokenSet) valid(token string) bool {
+// lookup returns the identity of token, if it is one of the set (every
+// hash is compared, in constant time; the last match wins, as the last
+// line of a token file does upstream).
+func (ts *tokenSet) lookup(token string) (identity, bool) {
 	if token == "" {
-		return false
+		return identity{}, false
 	}
 	h := sha256.Sum256([]byte(token))
-	ok := 0
+	found := -1
 	for i := range ts.hashes {
-		ok |= subtle.ConstantTimeCompare(h[:], ts.hashes[i][:])
+		if subtle.ConstantTimeCompare(h[:], ts.hashes[i][:]) == 1 {
+			found = i
+		}
 	}
-	return ok == 1
+	if found < 0 {
+		return identity{}, false
+	}
+	return ts.ids[found], true
+}
+
+// valid reports whether token is one of the set.
+func (ts *tokenSet) valid(token string) bool {
+	_, ok := ts.lookup(token)
+	return ok
 }
 
 // bearerToken returns the token of an "Authorization: Bearer <token>" header.
@@ -66,13 +111,17 @@ func bearerToken(r *http.Request) string {
 	return strings.TrimSpace(token)
 }
 
-// authenticate reports whether r may proceed: public paths always, others
-// with a configured bearer token.
-func (ts *tokenSet) authenticate(r *http.Request) bool {
-	if publicPaths[r.URL.Path] {
-		return true
+// authenticate reports whether r may proceed, and as whom: public paths
+// always (anonymously without a valid token), others with a configured
+// bearer token.
+func (ts *tokenSet) authenticate(r *http.Request) (identity, bool) {
+	if id, ok := ts.lookup(bearerToken(r)); ok {
+		return id, true
 	}
-	return ts.valid(bearerToken(r))
+	if publicPaths[r.URL.Path] {
+		return anonymous, true
+	}
+	return identity{}, false
 }
 
 func writeUnauthorized(w http.ResponseWriter) {
@@ -83,16 +132,29 @@ func writeUnauthorized(w http.ResponseWriter) {
 	_, _ = io.WriteString(w, unauthorizedBody)
 }
 
-// readTokenFile reads a kube-apiserver style static token file: one CSV
-// record per line, "token,user,uid[,groups...]"; only the token is used.
-// Blank lines and lines starting with '#' are skipped.
+// readTokenFile reads the tokens of a token file (readTokenEntries).
 func readTokenFile(path string) ([]string, error) {
+	entries, err := readTokenEntries(path)
+	if err != nil {
+		return nil, err
+	}
+	tokens := make([]string, len(entries))
+	for i, e := range entries {
+		tokens[i] = e.token
+	}
+	return tokens, nil
+}
+
+// readTokenEntries reads a kube-apiserver style static token file: one CSV
+// record per line, "token,user,uid[,groups...]"; the token and the user
+// are used. Blank lines and lines starting with '#' are skipped.
+func readTokenEntries(path string) ([]tokenEntry, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("token file: %w", err)
 	}
 	defer f.Close()
-	var tokens []string
+	var entries []tokenEntry
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -106,10 +168,14 @@ func readTokenFile(path string) ([]string, error) {
 		if len(rec) == 0 || strings.TrimSpace(rec[0]) == "" {
 			return nil, fmt.Errorf("token file %s line %d: empty token", path, n)
 		}
-		tokens = append(tokens, strings.TrimSpace(rec[0]))
+		e := tokenEntry{token: strings.TrimSpace(rec[0])}
+		if len(rec) > 1 {
+			e.user = strings.TrimSpace(rec[1])
+		}
+		entries = append(entries, e)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("token file %s: %w", path, err)
 	}
-	return tokens, nil
+	return entries, nil
 }

@@ -8,6 +8,7 @@ package gateway
 import (
 	"crypto/tls"
 	"flag"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -52,6 +53,26 @@ type Config struct {
 	CRDWait time.Duration
 	// ShutdownGrace bounds the graceful stop of Run (default 10s).
 	ShutdownGrace time.Duration
+
+	// Limits are the overload protection limits.
+	Limits
+}
+
+// Limits protect the gateway from overload (overload.go).
+type Limits struct {
+	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound the GET
+	// requests and the requests of other verbs being served at once, as
+	// kube-apiserver's flags of the same names (watches are not counted);
+	// beyond them a request is answered 429 with Retry-After: 1. 0: no
+	// limit (the flags default to kube-apiserver's 400 and 200).
+	MaxRequestsInFlight         int
+	MaxMutatingRequestsInFlight int
+	// MaxWatchesPerClient and MaxWatches bound the watches open for one
+	// client (a token file's user, or a token without one) and in all;
+	// beyond them a watch is answered 429 with Retry-After: 1. 0: no limit
+	// (the flags default to 1000 and 10000).
+	MaxWatchesPerClient int
+	MaxWatches          int
 }
 
 // RegisterFlags adds the gateway's flags to fs.
@@ -75,6 +96,38 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MinRequestTimeout, "min-request-timeout", 30*time.Minute, "watch duration when the client sets no timeoutSeconds (randomised up to twice this)")
 	fs.DurationVar(&c.CRDWait, "crd-wait", 5*time.Second, "how long a request waits for the CRD cache to catch up with the registry")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "bound on graceful shutdown")
+	c.Limits.RegisterFlags(fs)
+}
+
+// RegisterFlags adds the overload protection flags to fs, with their
+// defaults (crdplane run has them too).
+func (c *Limits) RegisterFlags(fs *flag.FlagSet) {
+	fs.IntVar(&c.MaxRequestsInFlight, "max-requests-inflight", DefaultMaxRequestsInFlight,
+		"the maximum number of non-mutating (GET) requests in flight, watches not counted; beyond it 429 (0: no limit)")
+	fs.IntVar(&c.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", DefaultMaxMutatingRequestsInFlight,
+		"the maximum number of mutating requests in flight; beyond it 429 (0: no limit)")
+	fs.IntVar(&c.MaxWatchesPerClient, "max-watches-per-client", DefaultMaxWatchesPerClient,
+		"the maximum number of watches one client (user or token) holds open; beyond it 429 (0: no limit)")
+	fs.IntVar(&c.MaxWatches, "max-watches", DefaultMaxWatches,
+		"the maximum number of watches open on the gateway; beyond it 429 (0: no limit)")
+}
+
+// check refuses negative limits, as kube-apiserver's flag validation.
+func (c *Limits) check() error {
+	for _, l := range []struct {
+		flag string
+		v    int
+	}{
+		{"max-requests-inflight", c.MaxRequestsInFlight},
+		{"max-mutating-requests-inflight", c.MaxMutatingRequestsInFlight},
+		{"max-watches-per-client", c.MaxWatchesPerClient},
+		{"max-watches", c.MaxWatches},
+	} {
+		if l.v < 0 {
+			return fmt.Errorf("--%s can not be negative value", l.flag)
+		}
+	}
+	return nil
 }
 
 func (c *Config) setDefaults() {

@@ -37,10 +37,15 @@ type edge struct {
 	// stopWatches ends every watch when cancelled (graceful shutdown), so
 	// that long-running streams do not hold the server open.
 	stopWatches context.Context
+	// inflight limits the requests being served but watches, watches the
+	// open watches (overload.go; nil: no limits).
+	inflight *inflightLimiter
+	watches  *watchLimiter
 }
 
 func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !e.tokens.authenticate(r) {
+	id, ok := e.tokens.authenticate(r)
+	if !ok {
 		writeUnauthorized(w)
 		return
 	}
@@ -64,6 +69,16 @@ func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// connection may carry one from an earlier request).
 		_ = rc.SetReadDeadline(time.Time{})
 		_ = rc.SetWriteDeadline(time.Time{})
+		// Not counted in flight (kube-apiserver's long-running requests
+		// are not), but bounded per client and in all.
+		if e.watches != nil {
+			release, err := e.watches.acquire(id.key)
+			if err != nil {
+				writeWatchLimited(w, err)
+				return
+			}
+			defer release()
+		}
 		if e.stopWatches != nil {
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
@@ -101,6 +116,17 @@ func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = rc.SetReadDeadline(time.Time{})
 		_ = rc.SetWriteDeadline(time.Time{})
 	}()
+	// Health checks (GET) are exempt, as API priority and fairness (on by
+	// default in kube-apiserver) exempts them: an overloaded gateway must
+	// not be restarted for failing /livez.
+	if e.inflight != nil && !(r.Method == http.MethodGet && publicHealthPaths[r.URL.Path]) {
+		release, ok := e.inflight.acquire(isReadOnly(r))
+		if !ok {
+			writeTooManyRequests(w)
+			return
+		}
+		defer release()
+	}
 	if err := e.limitBody(r); err != nil {
 		if ctx.Err() != nil || isTimeout(err) {
 			err = errRequestTimeout()

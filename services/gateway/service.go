@@ -53,23 +53,30 @@ type Service struct {
 // values: the gateway runs until Close.
 func New(ctx context.Context, cfg Config) (*Service, error) {
 	cfg.setDefaults()
+	if err := cfg.Limits.check(); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	for name, addr := range map[string]string{"registry": cfg.RegistryAddr, "validator": cfg.ValidatorAddr, "storage": cfg.StorageAddr} {
 		if addr == "" {
 			return nil, fmt.Errorf("gateway: %s address is required", name)
 		}
 	}
-	tokens := append([]string(nil), cfg.Tokens...)
+	var fileTokens []tokenEntry
 	if cfg.TokenFile != "" {
-		ft, err := readTokenFile(cfg.TokenFile)
+		ft, err := readTokenEntries(cfg.TokenFile)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
-		tokens = append(tokens, ft...)
+		fileTokens = ft
 	}
-	ts := newTokenSet(tokens)
+	ts := newTokenSet(cfg.Tokens, fileTokens...)
 	log := slog.Default().With("service", "gateway")
 	if ts.empty() {
 		log.Warn("no bearer tokens configured: every request but /version and health checks is refused")
+	}
+	if cfg.MaxRequestBodyBytes > grpcx.MaxRequestMessageSize/3 {
+		// An update's admission carries up to three objects.
+		log.Warn("request bodies this large may not fit in gRPC requests to the validator", "max-request-body-bytes", cfg.MaxRequestBodyBytes, "grpc-request-limit", grpcx.MaxRequestMessageSize)
 	}
 	tlsCfg, err := serverTLS(cfg)
 	if err != nil {
@@ -142,7 +149,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	watchCtx, stopWatches := context.WithCancel(bg)
 	s.stopWatches = stopWatches
-	s.handler = instrument(&edge{tokens: ts, maxBody: cfg.MaxRequestBodyBytes, requestTimeout: cfg.RequestTimeout, next: mux, stopWatches: watchCtx})
+	s.handler = instrument(&edge{tokens: ts, maxBody: cfg.MaxRequestBodyBytes, requestTimeout: cfg.RequestTimeout, next: mux, stopWatches: watchCtx,
+		inflight: newInflightLimiter(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight),
+		watches:  newWatchLimiter(cfg.MaxWatchesPerClient, cfg.MaxWatches)})
 
 	if cfg.ListenAddr != "" {
 		if s.lis, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
