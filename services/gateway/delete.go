@@ -31,11 +31,8 @@ const maxDeleteRetries = 8
 func deleteOptions(body []byte, query url.Values, dryRun []string, grace *int64, propagation string) (*metav1.DeleteOptions, error) {
 	opts := &metav1.DeleteOptions{}
 	if len(body) > 0 {
-		if err := json.Unmarshal(body, opts); err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
-		}
-		if opts.Kind != "" && opts.Kind != "DeleteOptions" {
-			return nil, apierrors.NewBadRequest("decoded object cannot be converted to DeleteOptions")
+		if err := decodeDeleteOptions(body, opts); err != nil {
+			return nil, err
 		}
 	} else {
 		opts.DryRun = dryRun

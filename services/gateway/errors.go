@@ -81,7 +81,7 @@ func errorHandler(ctx context.Context, mux *runtime.ServeMux, _ runtime.Marshale
 	if s.Code >= 500 && r.Context().Err() == nil {
 		slog.Default().ErrorContext(ctx, "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	writeStatus(w, s)
+	writeStatusFor(w, r, s)
 }
 
 // routingErrorHandler answers requests no route matches as kube-apiserver

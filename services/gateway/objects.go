@@ -3,8 +3,8 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"strconv"
 	"strings"
@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
@@ -95,7 +96,9 @@ func isYAMLBody(contentType string) bool {
 
 // requestBodyJSON returns a create/update body as JSON: JSON as is, YAML
 // converted. Other media types are 415 as kube-apiserver answers for
-// custom resources.
+// custom resources. A YAML body that does not convert is a *yamlError
+// (a 400 with the converter's message; custom resources word it as their
+// decoder does, see decodeCustomResource).
 func requestBodyJSON(contentType string, body []byte) ([]byte, error) {
 	mt := contentTypeJSON
 	if contentType != "" {
@@ -111,12 +114,29 @@ func requestBodyJSON(contentType string, body []byte) ([]byte, error) {
 	case contentTypeYAML, "application/x-yaml", "text/yaml":
 		j, err := yaml.YAMLToJSON(body)
 		if err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
+			return nil, &yamlError{StatusError: apierrors.NewBadRequest(err.Error()), cause: err}
 		}
 		return j, nil
 	default:
 		return nil, unsupportedMediaType(contentTypeJSON, contentTypeYAML)
 	}
+}
+
+// yamlError is a YAML body that did not convert to JSON: a 400 with the
+// converter's message.
+type yamlError struct {
+	*apierrors.StatusError
+	cause error
+}
+
+// splitYAMLError separates a YAML body's conversion failure (left to the
+// custom resource decoder, which words it) from other body errors.
+func splitYAMLError(err error) (convErr, other error) {
+	var ye *yamlError
+	if errors.As(err, &ye) {
+		return ye.cause, nil
+	}
+	return nil, err
 }
 
 // unsupportedMediaType is kube-apiserver's 415 for a body it cannot decode.
@@ -147,97 +167,160 @@ func summarize(data []byte, max int) string {
 	}
 }
 
-// decodeCustomResource decodes a create/update body for r and checks its
-// apiVersion the way kube-apiserver's decoder for custom resources does
-// (400s with upstream's wording). A wrong kind with the right apiVersion is
-// left to checkKind (a 422, as upstream's type-meta validation).
-func decodeCustomResource(r *resource, data []byte) (object, error) {
-	var (
-		obj              object
-		objErr           error
-		apiVersion, kind string
-	)
-	if o, ok := decodeWholeObject(data); ok && exactTypeMeta(o) {
-		// The common case: one decode gives the object and its type meta.
-		obj = o
-		apiVersion, _ = o["apiVersion"].(string)
-		kind, _ = o["kind"].(string)
-	} else {
-		// Anything else takes the decoder's two steps, for its errors.
-		var tm struct {
-			APIVersion any `json:"apiVersion"`
-			Kind       any `json:"kind"`
+// decodeCustomResource decodes a create/update body of r as upstream's
+// (v1.33) handlers decode one with the custom resource serializer: raw is
+// the body as sent, data the body as JSON (nil when the YAML conversion
+// failed with convErr), strict whether the request's field validation
+// decodes strictly (Warn, the default, or Strict). The steps and their
+// 400s:
+//
+//   - the YAML conversion, then the JSON serializer's sniffing of the type
+//     meta (json.Unmarshal into {apiVersion, kind}, the group/version
+//     parsed): "the object provided is unrecognized (must be of type
+//     <Kind>): <error> (<body summary>)";
+//   - the decode into an unstructured object: a failure names the sniffed
+//     kind and version, defaulted from the request's ("<Kind> in version
+//     "<v>" cannot be handled as a <Kind>: ..."); an object without a kind
+//     is "Object 'Kind' is missing in '<body>'": unrecognized when decoding
+//     strictly (the object decoded, its kind was empty), cannot be handled
+//     otherwise (unstructured's own UnmarshalJSON refused it);
+//   - the schema-coercing decoder: apiVersion must be a string and
+//     metadata decode as an ObjectMeta ("... cannot be handled as a ...",
+//     with the object's own kind and version);
+//   - the handler: the object's group/version must be the request's ("the
+//     API version in the data (X) does not match the expected API version
+//     (Y)"), whatever versions the CRD serves.
+//
+// A wrong kind with the right apiVersion is left to checkKind (a 422, as
+// upstream's type-meta validation).
+func decodeCustomResource(r *resource, raw, data []byte, convErr error, strict bool) (object, error) {
+	unrecognized := func(err error) error {
+		return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v (%s)", r.kind, err, summarize(raw, 30)))
+	}
+	cannotHandle := func(gvk schema.GroupVersionKind, err error) error {
+		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, r.kind, err))
+	}
+	if convErr != nil {
+		return nil, unrecognized(convErr)
+	}
+	var obj object
+	decErr := utiljson.Unmarshal(data, &obj)
+	// The sniffing: the one decode tells its result in the common case; the
+	// sniffing decode itself runs for anything else (for its errors).
+	var tm typeMetaSniff
+	if av, kind, ok := plainTypeMeta(obj); decErr == nil && ok {
+		tm.APIVersion, tm.Kind = av, kind
+	} else if err := json.Unmarshal(data, &tm); err != nil {
+		return nil, unrecognized(fmt.Errorf("couldn't get version/kind; json parse error: %v", err))
+	}
+	gv, err := schema.ParseGroupVersion(tm.APIVersion)
+	if err != nil {
+		return nil, unrecognized(err)
+	}
+	sniffed := gvkWithDefaults(gv.WithKind(tm.Kind), schema.GroupVersionKind{Group: r.group, Version: r.version, Kind: r.kind})
+	if decErr != nil {
+		return nil, cannotHandle(sniffed, decErr)
+	}
+	gvk := unstructuredGVK(obj)
+	if gvk.Kind == "" {
+		if strict {
+			return nil, unrecognized(runtime.NewMissingKindErr(string(raw)))
 		}
-		if err := json.Unmarshal(data, &tm); err != nil {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): couldn't get version/kind; json parse error: %v (%s)",
-				r.kind, err, summarize(data, 30)))
+		return nil, cannotHandle(sniffed, runtime.NewMissingKindErr(string(bytes.Trim(data, " \t\r\n"))))
+	}
+	if v, ok := obj["apiVersion"]; ok {
+		if _, isString := v.(string); !isString {
+			return nil, cannotHandle(gvk, fmt.Errorf(".apiVersion accessor error: %v is of the type %T, expected string", v, v))
 		}
-		apiVersion, _ = tm.APIVersion.(string)
-		kind, _ = tm.Kind.(string)
-		obj, objErr = decodeObject(data)
 	}
-	gv, gvErr := schema.ParseGroupVersion(apiVersion)
-	// The version the decoder reports: the body's, or the request's when absent.
-	reported := gv.Version
-	if apiVersion == "" {
-		reported = r.version
+	if md, ok := obj["metadata"]; ok {
+		if err := decodesAsObjectMeta(md); err != nil {
+			return nil, cannotHandle(gvk, err)
+		}
 	}
-	cannotHandle := func(reason string) error {
-		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %s", r.kind, reported, r.kind, reason))
-	}
-	if objErr != nil {
-		return nil, cannotHandle(objErr.Error())
-	}
-	if kind == "" {
-		return nil, cannotHandle(fmt.Sprintf("Object 'Kind' is missing in '%s'", data))
-	}
-	if gvErr != nil {
-		return nil, cannotHandle(gvErr.Error())
-	}
-	if apiVersion == "" {
-		reported = ""
-		return nil, cannotHandle(fmt.Sprintf("%s is unstructured and is not suitable for converting to %q",
-			schema.GroupVersionKind{Kind: kind}.String(), r.apiVersion()))
-	}
-	if gv.Group != r.group {
-		return nil, cannotHandle(fmt.Sprintf("%s is unstructured and is not suitable for converting to %q",
-			gv.WithKind(kind).String(), r.apiVersion()))
-	}
-	if !crdHasVersion(r, gv.Version) {
-		return nil, cannotHandle("request to convert CR from an invalid group/version: " + gv.String())
-	}
-	if gv.Version != r.version {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", gv.String(), r.apiVersion()))
+	if got := gvk.GroupVersion(); got != (schema.GroupVersion{Group: r.group, Version: r.version}) {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", got.String(), r.apiVersion()))
 	}
 	return obj, nil
 }
 
-// decodeWholeObject decodes data as decodeObject does and reports whether it
-// is one JSON object with nothing but white space after it (what
-// json.Unmarshal accepts).
-func decodeWholeObject(data []byte) (object, bool) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var obj object
-	if err := dec.Decode(&obj); err != nil || obj == nil {
-		return nil, false
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, false
-	}
-	return fromJSONNumbers(obj).(object), true
+// decodesStrictly reports whether a write with that fieldValidation is
+// decoded by upstream's strict serializer (Warn, the default, and Strict).
+func decodesStrictly(fieldValidation string) bool {
+	return fieldValidation != metav1.FieldValidationIgnore
 }
 
-// exactTypeMeta reports whether obj's apiVersion and kind are what
-// json.Unmarshal into a struct with those fields reads: no other top-level
-// key matches them case-insensitively (as encoding/json matches fields).
-func exactTypeMeta(obj object) bool {
+// typeMetaSniff is what the JSON serializer reads of a body first (its
+// SimpleMetaFactory): decoding errors name this type.
+type typeMetaSniff = struct {
+	// +optional
+	APIVersion string `json:"apiVersion,omitempty"`
+	// +optional
+	Kind string `json:"kind,omitempty"`
+}
+
+// plainTypeMeta returns obj's apiVersion and kind when json.Unmarshal into
+// typeMetaSniff would read exactly them: both strings, null or absent, and
+// no other top-level key matching them case-insensitively (as
+// encoding/json matches fields).
+func plainTypeMeta(obj object) (apiVersion, kind string, ok bool) {
+	if obj == nil {
+		return "", "", false
+	}
 	for k := range obj {
 		if (k != "apiVersion" && strings.EqualFold(k, "apiVersion")) || (k != "kind" && strings.EqualFold(k, "kind")) {
-			return false
+			return "", "", false
 		}
 	}
-	return true
+	str := func(k string) (string, bool) {
+		switch v := obj[k].(type) {
+		case nil:
+			return "", true
+		case string:
+			return v, true
+		}
+		return "", false
+	}
+	apiVersion, ok1 := str("apiVersion")
+	kind, ok2 := str("kind")
+	return apiVersion, kind, ok1 && ok2
+}
+
+// gvkWithDefaults fills in what a body's type meta leaves out from the
+// request's, as the JSON serializer does.
+func gvkWithDefaults(actual, defaults schema.GroupVersionKind) schema.GroupVersionKind {
+	if actual.Kind == "" {
+		actual.Kind = defaults.Kind
+	}
+	if actual.Version == "" && actual.Group == "" {
+		actual.Group, actual.Version = defaults.Group, defaults.Version
+	}
+	if actual.Version == "" && actual.Group == defaults.Group {
+		actual.Version = defaults.Version
+	}
+	return actual
+}
+
+// unstructuredGVK is an unstructured object's GroupVersionKind: its string
+// apiVersion and kind, nothing at all when the apiVersion does not parse.
+func unstructuredGVK(obj object) schema.GroupVersionKind {
+	av, _ := obj["apiVersion"].(string)
+	kind, _ := obj["kind"].(string)
+	gv, err := schema.ParseGroupVersion(av)
+	if err != nil {
+		return schema.GroupVersionKind{}
+	}
+	return gv.WithKind(kind)
+}
+
+// decodesAsObjectMeta is the schema-coercing decoder's round trip of
+// metadata through JSON into an ObjectMeta: its error, if any.
+func decodesAsObjectMeta(md any) error {
+	b, err := utiljson.Marshal(md)
+	if err != nil {
+		return err
+	}
+	return utiljson.Unmarshal(b, &metav1.ObjectMeta{})
 }
 
 func crdHasVersion(r *resource, v string) bool {
@@ -250,17 +333,22 @@ func crdHasVersion(r *resource, v string) bool {
 }
 
 // checkKind is upstream's type-meta validation of a custom resource: a 422
-// that short-circuits every other check.
+// that short-circuits every other check. Upstream's NewInvalid names the
+// object's own group and kind (its typer reads them from the object), not
+// the resource's.
 func checkKind(r *resource, obj object, name string) error {
 	var errs field.ErrorList
-	if k, _ := obj["kind"].(string); k != r.kind {
-		errs = append(errs, field.Invalid(field.NewPath("kind"), k, "must be "+r.kind))
+	kind, _ := obj["kind"].(string)
+	if kind != r.kind {
+		errs = append(errs, field.Invalid(field.NewPath("kind"), kind, "must be "+r.kind))
 	}
-	if av, _ := obj["apiVersion"].(string); av != r.apiVersion() {
+	av, _ := obj["apiVersion"].(string)
+	if av != r.apiVersion() {
 		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), av, "must be "+r.apiVersion()))
 	}
 	if len(errs) > 0 {
-		return apierrors.NewInvalid(r.groupKind(), name, errs)
+		gv, _ := schema.ParseGroupVersion(av)
+		return apierrors.NewInvalid(schema.GroupKind{Group: gv.Group, Kind: kind}, name, errs)
 	}
 	return nil
 }
@@ -330,3 +418,50 @@ func deepCopyObject(obj object) object {
 }
 
 func bytesContains(b []byte, s string) bool { return bytes.Contains(b, []byte(s)) }
+
+// checkNameAndNamespace is upstream's check of an update's object (a PUT
+// body, a patch result) against the URL: the namespace first (an empty
+// one takes the request's), then the name, which the object must carry:
+// none is "the name of the object (<name> based on URL) was
+// undeterminable: name must be provided" (upstream's checkName; the name
+// is not taken from the URL).
+func checkNameAndNamespace(obj object, ns, name string, namespaced bool) error {
+	if err := objmeta.CheckNameAndNamespace(obj, ns, "", namespaced); err != nil {
+		return err
+	}
+	switch objName := objmeta.String(obj, "name"); objName {
+	case "":
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s based on URL) was undeterminable: name must be provided", name))
+	case name:
+		return nil
+	default:
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", objName, name))
+	}
+}
+
+// decodeDeleteOptions decodes a DELETE body into opts as upstream's delete
+// handlers do (the meta internal version codecs' JSON serializer, meta.k8s.io/v1
+// DeleteOptions by default). Its failures are plain errors, which upstream
+// answers as 500s with the decoder's message: the type-meta sniffing's,
+// a kind its scheme does not know (`no kind "Crate" is registered for
+// version "example.com/v1" in scheme "pkg/runtime/scheme.go:110"`; any
+// apiVersion is fine for DeleteOptions, which is registered unversioned),
+// then the case-sensitive decode's.
+func decodeDeleteOptions(body []byte, opts *metav1.DeleteOptions) error {
+	var tm typeMetaSniff
+	if err := json.Unmarshal(body, &tm); err != nil {
+		return plainError(fmt.Errorf("couldn't get version/kind; json parse error: %v", err))
+	}
+	gv, err := schema.ParseGroupVersion(tm.APIVersion)
+	if err != nil {
+		return plainError(err)
+	}
+	gvk := gvkWithDefaults(gv.WithKind(tm.Kind), metav1.SchemeGroupVersion.WithKind("DeleteOptions"))
+	if gvk.Kind != "DeleteOptions" {
+		return plainError(fmt.Errorf("no kind %q is registered for version %q in scheme %q", gvk.Kind, gvk.GroupVersion().String(), "pkg/runtime/scheme.go:110"))
+	}
+	if err := utiljson.Unmarshal(body, opts); err != nil {
+		return plainError(err)
+	}
+	return nil
+}

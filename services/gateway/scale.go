@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/crdplane/crdplane/pkg/patch"
 )
@@ -127,14 +128,54 @@ func decodeScale(body []byte) (*autoscalingv1.Scale, error) {
 	return s, nil
 }
 
-// checkScaleName is upstream's check of a written object's name and
-// namespace against the URL.
+// errScaleBody is upstream's 400 for every Scale body its decoder refuses
+// (a PUT's): the handler words a decoding error with the custom
+// resource's typer, which does not know the Scale type, so that its
+// failure to name the type is the message.
+func errScaleBody() error {
+	return apierrors.NewBadRequest(`no kind is registered for the type v1.Scale in scheme "pkg/runtime/scheme.go:110"`)
+}
+
+// decodeScaleUpdate decodes a PUT's Scale body as upstream's scale
+// serializer does: the type meta (sniffed as the JSON serializer does,
+// defaulted to autoscaling/v1 Scale) must be autoscaling/v1 Scale (the
+// other Scale types of its scheme do not convert to it) and the body
+// decode into it, case-sensitively; any failure is errScaleBody.
+func decodeScaleUpdate(body []byte, convErr error) (*autoscalingv1.Scale, error) {
+	if convErr != nil {
+		return nil, errScaleBody()
+	}
+	var tm typeMetaSniff
+	if err := json.Unmarshal(body, &tm); err != nil {
+		return nil, errScaleBody()
+	}
+	gv, err := schema.ParseGroupVersion(tm.APIVersion)
+	if err != nil {
+		return nil, errScaleBody()
+	}
+	want := autoscalingv1.SchemeGroupVersion.WithKind("Scale")
+	if gvkWithDefaults(gvkWithDefaults(gv.WithKind(tm.Kind), want), want) != want {
+		return nil, errScaleBody()
+	}
+	s := &autoscalingv1.Scale{}
+	if err := utiljson.Unmarshal(body, s); err != nil {
+		return nil, errScaleBody()
+	}
+	return s, nil
+}
+
+// checkScaleName is upstream's check of a written Scale against the URL:
+// the namespace first (rest.EnsureObjectNamespaceMatchesRequestNamespace),
+// then the name (checkName; an empty one is undeterminable).
 func checkScaleName(s *autoscalingv1.Scale, name, namespace string) error {
+	if namespace != "" && s.Namespace != "" && s.Namespace != namespace {
+		return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	if s.Name == "" {
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s based on URL) was undeterminable: name must be provided", name))
+	}
 	if s.Name != name {
 		return apierrors.NewBadRequest("the name of the object (" + s.Name + ") does not match the name on the URL (" + name + ")")
-	}
-	if namespace != "" && s.Namespace != "" && s.Namespace != namespace {
-		return apierrors.NewBadRequest("the namespace of the object (" + s.Namespace + ") does not match the namespace on the URL (" + namespace + ")")
 	}
 	return nil
 }
@@ -197,9 +238,10 @@ func (a *kubeAPI) scaleWrite(ctx context.Context, r *resource, ns, name string, 
 	}
 }
 
-// scaleUpdate serves PUT .../scale.
-func (a *kubeAPI) scaleUpdate(ctx context.Context, r *resource, ns, name string, body []byte, p updateParams) ([]byte, error) {
-	s, err := decodeScale(body)
+// scaleUpdate serves PUT .../scale (convErr: the YAML body did not
+// convert to JSON).
+func (a *kubeAPI) scaleUpdate(ctx context.Context, r *resource, ns, name string, body []byte, convErr error, p updateParams) ([]byte, error) {
+	s, err := decodeScaleUpdate(body, convErr)
 	if err != nil {
 		return nil, err
 	}

@@ -195,13 +195,15 @@ func newMux() *runtime.ServeMux {
 		runtime.WithRoutingErrorHandler(routingErrorHandler),
 		runtime.WithDisablePathLengthFallback(),
 		runtime.WithDisableHTTPMethodOverride(),
+		runtime.SetQueryParameterParser(kubeQueryParser{}),
 	)
 }
 
 // newKubeMux builds the routes of KubeAPIService: the unary methods
 // through grpc-gateway's in-process HandlerServer registration (a direct
-// call, no gRPC hop), the watches streamed straight into the response.
-func newKubeMux(ctx context.Context, a *kubeAPI) (*runtime.ServeMux, error) {
+// call, no gRPC hop), the watches streamed straight into the response;
+// kubeRouter in front routes what upstream routes by verb, not by path.
+func newKubeMux(ctx context.Context, a *kubeAPI) (http.Handler, error) {
 	mux := newMux()
 	api := newTracedAPI(a)
 	if err := gatewayv1.RegisterKubeAPIServiceHandlerServer(ctx, mux, api); err != nil {
@@ -210,7 +212,7 @@ func newKubeMux(ctx context.Context, a *kubeAPI) (*runtime.ServeMux, error) {
 	if err := registerWatch(mux, api); err != nil {
 		return nil, fmt.Errorf("register watch routes: %w", err)
 	}
-	return mux, nil
+	return &kubeRouter{mux: mux, api: a}, nil
 }
 
 // Handler is the gateway's HTTP handler (authentication, the Kubernetes

@@ -304,43 +304,6 @@ func testResource() *resource {
 	return r
 }
 
-func TestDecodeCustomResourceMessages(t *testing.T) {
-	r := testResource()
-	tests := []struct {
-		name, body, want string
-	}{
-		{"ok", `{"apiVersion":"stable.example.com/v1","kind":"CronTab"}`, ""},
-		{"not json", `[1]`, `the object provided is unrecognized (must be of type CronTab): couldn't get version/kind; json parse error: `},
-		{"missing kind", `{"apiVersion":"stable.example.com/v1"}`, `CronTab in version "v1" cannot be handled as a CronTab: Object 'Kind' is missing in '{"apiVersion":"stable.example.com/v1"}'`},
-		{"missing apiVersion", `{"kind":"CronTab"}`, `CronTab in version "" cannot be handled as a CronTab: /, Kind=CronTab is unstructured and is not suitable for converting to "stable.example.com/v1"`},
-		{"other group", `{"apiVersion":"other.example.com/v1","kind":"CronTab"}`, `CronTab in version "v1" cannot be handled as a CronTab: other.example.com/v1, Kind=CronTab is unstructured and is not suitable for converting to "stable.example.com/v1"`},
-		{"unknown version", `{"apiVersion":"stable.example.com/v9","kind":"CronTab"}`, `CronTab in version "v9" cannot be handled as a CronTab: request to convert CR from an invalid group/version: stable.example.com/v9`},
-		{"other version", `{"apiVersion":"stable.example.com/v1beta1","kind":"CronTab"}`, `the API version in the data (stable.example.com/v1beta1) does not match the expected API version (stable.example.com/v1)`},
-		{"trailing data", `{"apiVersion":"stable.example.com/v1","kind":"CronTab"} {}`, `the object provided is unrecognized (must be of type CronTab): couldn't get version/kind; json parse error: `},
-		{"kind matched case-insensitively", `{"apiVersion":"stable.example.com/v1","KIND":"CronTab"}`, ""},
-		{"null", `null`, `CronTab in version "v1" cannot be handled as a CronTab: not a JSON object`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := decodeCustomResource(r, []byte(tt.body))
-			if tt.want == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if !apierrors.IsBadRequest(err) || !strings.HasPrefix(err.Error(), tt.want) {
-				t.Fatalf("got %v\nwant %s", err, tt.want)
-			}
-		})
-	}
-	obj, _ := decodeObject([]byte(`{"apiVersion":"stable.example.com/v1","kind":"Other"}`))
-	err := checkKind(r, obj, "x")
-	if want := `CronTab.stable.example.com "x" is invalid: kind: Invalid value: "Other": must be CronTab`; err == nil || err.Error() != want {
-		t.Fatalf("kind mismatch: %v", err)
-	}
-}
-
 func TestNegotiateOutput(t *testing.T) {
 	tests := []struct {
 		accept, ua string

@@ -42,6 +42,8 @@ func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*ht
 		return reply(nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
 	}
 	body, err := requestBodyJSON(rm.contentType, req.GetBody().GetData())
+	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
+	convErr, err := customResourceBodyError(err, crds)
 	if err != nil {
 		return reply(nil, err)
 	}
@@ -50,10 +52,21 @@ func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*ht
 	if err := objsize.Check(len(body)); err != nil {
 		return reply(nil, err)
 	}
-	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
+	if crds {
 		return reply(a.crdCreate(ctx, req, opts, body, out))
 	}
-	return reply(a.crCreate(ctx, req, opts, body, out))
+	return reply(a.crCreate(ctx, req, opts, body, convErr, out))
+}
+
+// customResourceBodyError splits requestBodyJSON's error: a custom
+// resource's YAML that does not convert is its decoder's to report (after
+// the resource resolved, worded as upstream's decoder: convErr), anything
+// else is answered at once (err).
+func customResourceBodyError(bodyErr error, crds bool) (convErr, err error) {
+	if crds {
+		return nil, bodyErr
+	}
+	return splitYAMLError(bodyErr)
 }
 
 // errCreateWhileTerminating is upstream's answer (its CRD handler's, before
@@ -65,7 +78,7 @@ func errCreateWhileTerminating(r *resource) error {
 	return err
 }
 
-func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body []byte, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body []byte, convErr error, out outputFormat) (*httpbody.HttpBody, error) {
 	ns := req.GetNamespace()
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
 	if err != nil {
@@ -75,7 +88,7 @@ func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, op
 	if r.terminating {
 		return nil, errCreateWhileTerminating(r)
 	}
-	obj, err := decodeCustomResource(r, body)
+	obj, err := decodeCustomResource(r, req.GetBody().GetData(), body, convErr, decodesStrictly(opts.FieldValidation))
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +164,8 @@ func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*ht
 		return reply(nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
 	}
 	body, err := requestBodyJSON(rm.contentType, req.GetBody().GetData())
+	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
+	convErr, err := customResourceBodyError(err, crds)
 	if err != nil {
 		return reply(nil, err)
 	}
@@ -159,13 +174,13 @@ func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*ht
 	if err := objsize.Check(len(body)); err != nil {
 		return reply(nil, err)
 	}
-	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
+	if crds {
 		return reply(a.crdUpdate(ctx, req, opts, body, out))
 	}
-	return reply(a.crUpdate(ctx, req, opts, body, out))
+	return reply(a.crUpdate(ctx, req, opts, body, convErr, out))
 }
 
-func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body []byte, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body []byte, convErr error, out outputFormat) (*httpbody.HttpBody, error) {
 	ns, name, sub := req.GetNamespace(), req.GetName(), req.GetSubresource()
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
 	if err != nil {
@@ -176,7 +191,7 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 	}
 	addWarnings(ctx, r.warnings...)
 	if sub == "scale" {
-		doc, err := a.scaleUpdate(ctx, r, ns, name, body, updateParams{
+		doc, err := a.scaleUpdate(ctx, r, ns, name, body, convErr, updateParams{
 			name: name, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
 		})
 		if err != nil {
@@ -184,12 +199,12 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 		}
 		return out.body(doc), nil
 	}
-	obj, err := decodeCustomResource(r, body)
+	obj, err := decodeCustomResource(r, req.GetBody().GetData(), body, convErr, decodesStrictly(opts.FieldValidation))
 	if err != nil {
 		return nil, err
 	}
 	strictErrs := bodyStrictErrors(requestMetaFrom(ctx).contentType, req.GetBody().GetData(), body, opts.FieldValidation)
-	if err := objmeta.CheckNameAndNamespace(obj, ns, name, r.namespaced); err != nil {
+	if err := checkNameAndNamespace(obj, ns, name, r.namespaced); err != nil {
 		return nil, err
 	}
 	// Upstream's order: the uid precondition a PUT's metadata.uid is
@@ -601,7 +616,7 @@ func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts
 		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("the patched object is not a JSON object: %v", err))
 		}
-		if err := objmeta.CheckNameAndNamespace(obj, ns, name, r.namespaced); err != nil {
+		if err := checkNameAndNamespace(obj, ns, name, r.namespaced); err != nil {
 			return nil, err
 		}
 		rv, err := resourceVersion(obj)

@@ -1,0 +1,209 @@
+package gateway
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/munnerz/goautoneg"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/crdplane/crdplane/pkg/kstatus"
+)
+
+// kubeRouter routes custom resource requests the way kube-apiserver does
+// where the verb-per-path routes of the grpc-gateway mux cannot: it reads
+// a request as upstream's RequestInfoFactory does (the verb from the
+// method, the namespace, resource, name and subresource from the path)
+// and answers as the custom resource handler does:
+//
+//   - HEAD is a GET (net/http drops the body);
+//   - POST on an object is a create in its collection (upstream's create
+//     handler ignores the URL's name);
+//   - PUT or PATCH on a collection is 400 "name must be provided";
+//   - any other method (OPTIONS, FOO) is 405 `<verb> is not supported on
+//     resources of kind "<plural>.<group>"` with an empty verb, as is a
+//     verb the status or scale subresource does not serve (POST, DELETE);
+//     a subresource the version does not have is 404;
+//
+// all of them once the resource resolves (else upstream's 404), with the
+// version's deprecation warnings. Everything else goes to the mux, as do
+// the CRDs themselves.
+type kubeRouter struct {
+	mux http.Handler
+	api *kubeAPI
+}
+
+func (k *kubeRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ri, ok := parseRequestInfo(r.Method, r.URL.Path)
+	if !ok || isCRDs(ri.group, ri.version, ri.resource) {
+		k.mux.ServeHTTP(w, r)
+		return
+	}
+	switch {
+	case r.Method == http.MethodHead:
+		r2 := *r
+		r2.Method = http.MethodGet
+		k.mux.ServeHTTP(w, &r2)
+	case ri.verb == "create" && ri.name != "" && ri.subresource == "":
+		r2 := *r
+		u := *r.URL
+		u.Path, u.RawPath = ri.collectionPath(), ""
+		r2.URL = &u
+		r2.RequestURI = u.RequestURI()
+		k.mux.ServeHTTP(w, &r2)
+	case (ri.verb == "update" || ri.verb == "patch") && ri.name == "",
+		ri.verb == "",
+		ri.subresource != "" && (ri.verb == "create" || ri.verb == "delete"):
+		k.refuse(w, r, ri)
+	default:
+		k.mux.ServeHTTP(w, r)
+	}
+}
+
+// refuse answers a request the custom resource handler refuses once the
+// resource resolves.
+func (k *kubeRouter) refuse(w http.ResponseWriter, r *http.Request, ri requestInfo) {
+	res, err := k.api.resolve(r.Context(), ri.group, ri.version, ri.resource, ri.namespace, scopeObject)
+	if err != nil {
+		writeStatusFor(w, r, kstatus.FromError(err))
+		return
+	}
+	for _, warning := range res.warnings {
+		w.Header().Add("Warning", warningHeader(warning))
+	}
+	if err := checkSubresource(res, ri.subresource, ri.name); err != nil {
+		writeStatusFor(w, r, kstatus.FromError(err))
+		return
+	}
+	if ri.name == "" && (ri.verb == "update" || ri.verb == "patch") {
+		writeStatusFor(w, r, kstatus.FromError(apierrors.NewBadRequest("name must be provided")))
+		return
+	}
+	writeStatusFor(w, r, kstatus.FromError(apierrors.NewMethodNotSupported(res.groupResource(), ri.verb)))
+}
+
+// requestInfo is what upstream's RequestInfoFactory reads of a resource
+// request under /apis.
+type requestInfo struct {
+	group, version, namespace, resource, name, subresource string
+	// verb is the request's: create, get, list, update, patch, delete,
+	// deletecollection, or "" for any other method.
+	verb string
+}
+
+// parseRequestInfo reads /apis/<group>/<version>/[namespaces/<ns>/]<resource>[/<name>[/<subresource>]]
+// as upstream does; ok is false for anything else (discovery, the legacy
+// watch paths, other prefixes, empty segments).
+func parseRequestInfo(method, path string) (ri requestInfo, ok bool) {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if len(parts) < 4 || parts[0] != "apis" {
+		return ri, false
+	}
+	for _, p := range parts {
+		if p == "" {
+			return ri, false
+		}
+	}
+	ri.group, ri.version = parts[1], parts[2]
+	rest := parts[3:]
+	if rest[0] == "watch" || rest[0] == "proxy" {
+		return ri, false
+	}
+	switch method {
+	case http.MethodPost:
+		ri.verb = "create"
+	case http.MethodGet, http.MethodHead:
+		ri.verb = "get"
+	case http.MethodPut:
+		ri.verb = "update"
+	case http.MethodPatch:
+		ri.verb = "patch"
+	case http.MethodDelete:
+		ri.verb = "delete"
+	}
+	if rest[0] == "namespaces" && len(rest) > 1 {
+		ri.namespace = rest[1]
+		// namespaces/<ns>/status and /finalize are the namespace's own.
+		if len(rest) > 2 && rest[2] != "status" && rest[2] != "finalize" {
+			rest = rest[2:]
+		}
+	}
+	ri.resource = rest[0]
+	if len(rest) >= 2 {
+		ri.name = rest[1]
+	}
+	if len(rest) >= 3 {
+		ri.subresource = rest[2]
+	}
+	if ri.name == "" {
+		switch ri.verb {
+		case "get":
+			ri.verb = "list"
+		case "delete":
+			ri.verb = "deletecollection"
+		}
+	}
+	return ri, true
+}
+
+// collectionPath is the path of the request's collection.
+func (ri requestInfo) collectionPath() string {
+	if ri.namespace != "" {
+		return "/apis/" + ri.group + "/" + ri.version + "/namespaces/" + ri.namespace + "/" + ri.resource
+	}
+	return "/apis/" + ri.group + "/" + ri.version + "/" + ri.resource
+}
+
+// writeStatusFor answers r with a Status as kube-apiserver's
+// ErrorNegotiated does: YAML when the first Accept clause it can serve
+// asks for YAML, else JSON.
+func writeStatusFor(w http.ResponseWriter, r *http.Request, s *metav1.Status) {
+	if r == nil || !statusAsYAML(r.Header.Get("Accept")) {
+		writeStatus(w, s)
+		return
+	}
+	if s.Code == 0 {
+		s.Code = http.StatusInternalServerError
+	}
+	body, err := yaml.JSONToYAML(statusJSON(s, false))
+	if err != nil {
+		writeStatus(w, s)
+		return
+	}
+	h := w.Header()
+	h.Del("Trailer")
+	h.Del("Transfer-Encoding")
+	h.Del("Content-Length")
+	h.Set("Content-Type", contentTypeYAML)
+	h.Set("X-Content-Type-Options", "nosniff")
+	if s.Details != nil && s.Details.RetryAfterSeconds > 0 {
+		h.Set("Retry-After", strconv.Itoa(int(s.Details.RetryAfterSeconds)))
+	}
+	w.WriteHeader(int(s.Code))
+	_, _ = w.Write(body)
+}
+
+// statusAsYAML reports whether an error answering that Accept is YAML:
+// the first clause of a type kube-apiserver serves custom resources in
+// (JSON, YAML or a wildcard) decides; clauses asking for a transformation
+// (as=Table, ...) do not apply to a Status; none at all is JSON.
+func statusAsYAML(accept string) bool {
+	if strings.TrimSpace(accept) == "" {
+		return false
+	}
+	for _, c := range goautoneg.ParseAccept(accept) {
+		if c.Params["as"] != "" || c.Params["g"] != "" || c.Params["v"] != "" {
+			continue
+		}
+		switch {
+		case c.Type == "application" && c.SubType == "yaml":
+			return true
+		case c.Type == "application" && (c.SubType == "json" || c.SubType == "*"), c.Type == "*" && c.SubType == "*":
+			return false
+		}
+	}
+	return false
+}
