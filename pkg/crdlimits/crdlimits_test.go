@@ -107,7 +107,8 @@ func TestVersionSchemaDepths(t *testing.T) {
 		{"opaque values", string(crdJSON(`{"default":{"properties":{"a":{"properties":{}}}},"example":[[[{}]]],"enum":[{"not":{}}],"x-kubernetes-validations":[{"rule":"{"}]}`)), []int{0}},
 		{"escaped keys", `{"sp\u0065c":{"versions":[{"schema":{"openAPIV3Schema":{"prop\u0065rties":{"a":{}}}}}]}}`, []int{1}},
 		{"case matters", `{"spec":{"versions":[{"schema":{"openAPIV3Schema":{"Properties":{"a":{}}}}},{"Schema":{"openAPIV3Schema":{}}}]}}`, []int{0, -1}},
-		{"last key wins", `{"spec":{"versions":[{},{}],"versions":[{"schema":{"openAPIV3Schema":{"not":{}}}}]}}`, []int{1}},
+		{"repeated keys: the deepest", `{"spec":{"versions":[{},{"schema":{"openAPIV3Schema":{"not":{"not":{}}}}}],"versions":[{"schema":{"openAPIV3Schema":{"not":{}}}}]}}`, []int{1, 2}},
+		{"repeated schema", `{"spec":{"versions":[{"schema":{"openAPIV3Schema":{"not":{"not":{}}}},"schema":{"openAPIV3Schema":{}}}]}}`, []int{2}},
 		{"white space", " {\n \"spec\" : { \"versions\" : [ { \"schema\" : { \"openAPIV3Schema\" : { \"items\" : [ { } , { \"not\" : { } } ] } } } ] } } ", []int{2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,8 +25,10 @@ type VersionSchema struct {
 // apiextensions.k8s.io/v1) without decoding it, in one pass, and returns
 // the depth (SchemaDepth) of every spec.versions[i].schema.openAPIV3Schema.
 // Keys are matched as the Kubernetes decoder matches fields (after
-// unescaping, case-sensitively); when a key repeats, the last one's value
-// counts, as it does for the decoder. ok is false when the document is not
+// unescaping, case-sensitively). When a key repeats, the deepest of its
+// values counts: the decoder decodes each, and merges a repeated object or
+// array into what the first one decoded (so the depth found is never less
+// than the decoded schema's). ok is false when the document is not
 // well-formed JSON where the scan looked, or nests deeper than the decoder
 // allows: decoding it reports the problem.
 //
@@ -44,7 +46,7 @@ func VersionSchemaDepths(doc []byte) (versions []VersionSchema, ok bool) {
 			if !keyIs(key, "versions") {
 				return jsonscan.SkipValue(doc, j)
 			}
-			versions = versions[:0]
+			index := 0
 			return s.arrayOrSkip(j, level, func(j, level int) (int, error) {
 				found := VersionSchema{Depth: -1}
 				end, err := s.objectOrSkip(j, level, func(key []byte, j, level int) (int, error) {
@@ -56,18 +58,31 @@ func VersionSchemaDepths(doc []byte) (versions []VersionSchema, ok bool) {
 							return jsonscan.SkipValue(doc, j)
 						}
 						if doc[j] != '{' {
-							found = VersionSchema{Depth: -1}
 							return jsonscan.SkipValue(doc, j)
 						}
 						s.max = 0
 						end, err := s.schema(j, level, 0)
-						if err == nil {
+						if err == nil && s.max > found.Depth {
 							found = VersionSchema{Depth: s.max, Raw: doc[j:end]}
 						}
 						return end, err
 					})
 				})
-				versions = append(versions, found)
+				// A repeated "versions" decodes into the elements the first
+				// one decoded (encoding/json merges into them): keep the
+				// deepest of each index.
+				if index < len(versions) {
+					if found.Depth < versions[index].Depth {
+						found.Depth = versions[index].Depth
+					}
+					if found.Raw == nil {
+						found.Raw = versions[index].Raw
+					}
+					versions[index] = found
+				} else {
+					versions = append(versions, found)
+				}
+				index++
 				return end, err
 			})
 		})
