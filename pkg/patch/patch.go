@@ -132,11 +132,7 @@ func apply(original []byte, patchType string, patch []byte) ([]byte, error) {
 			return nil, apierrors.NewRequestEntityTooLargeError(
 				fmt.Sprintf("The allowed maximum operations in a JSON patch is %d, got %d", MaxJSONPatchOperations, len(ops)))
 		}
-		out, err := ops.Apply(original)
-		if err != nil {
-			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
-		}
-		return out, nil
+		return applyJSONPatch(ops, original)
 	default:
 		return nil, UnsupportedError(patchType)
 	}
