@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/mergepatch"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/crdplane/crdplane/pkg/fielderr"
@@ -32,9 +31,9 @@ func applyPatch(original []byte, patchType string, body []byte) ([]byte, error) 
 	if err := json.Unmarshal(original, &originalMap); err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	out, err := strategicpatch.StrategicMergeMapPatch(originalMap, patchMap, &apiextensionsv1.CustomResourceDefinition{})
+	out, err := strategicMergeCRD(originalMap, patchMap, &apiextensionsv1.CustomResourceDefinition{})
 	if err != nil {
-		return nil, strategicPatchError(err)
+		return nil, err
 	}
 	return json.Marshal(out)
 }
