@@ -48,6 +48,10 @@ func writeStatus(w http.ResponseWriter, s *metav1.Status) {
 	h.Del("Trailer")
 	h.Del("Transfer-Encoding")
 	h.Del("Content-Length")
+	if isPageNotFound(s) {
+		http.NotFound(w, nil)
+		return
+	}
 	h.Set("Content-Type", contentTypeJSON)
 	h.Set("X-Content-Type-Options", "nosniff")
 	setRetryAfter(h, s)
@@ -106,7 +110,31 @@ func routingStatus(code int) *metav1.Status {
 	return kstatus.FromError(err)
 }
 
-// errNotFound is kube-apiserver's answer for a path it does not serve.
+// pageNotFound is what kube-apiserver answers for a path no handler
+// serves: its delegation chain ends in net/http's NotFound (text/plain
+// "404 page not found"), not in a Status: an unknown group, version or
+// resource, a version not served, a CRD not established, a scope mismatch.
+const pageNotFound = "404 page not found"
+
+// errNotFound is kube-apiserver's answer for a path it does not serve. It
+// crosses the gRPC boundary as a Status; writeStatus answers it as net/http
+// does.
 func errNotFound() *apierrors.StatusError {
-	return apierrors.NewGenericServerResponse(http.StatusNotFound, "", schema.GroupResource{}, "", "", 0, false)
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound, Message: pageNotFound,
+	}}
+}
+
+// isPageNotFound reports whether s is errNotFound's Status, or the generic
+// 404 of another service for a path it does not serve (the registry's
+// discovery of an unknown group, a CRD subresource that does not exist):
+// NotFound naming no object.
+func isPageNotFound(s *metav1.Status) bool {
+	if s.Code != http.StatusNotFound || s.Reason != metav1.StatusReasonNotFound {
+		return false
+	}
+	if d := s.Details; d != nil && (d.Name != "" || d.Kind != "" || d.Group != "" || len(d.Causes) > 0) {
+		return false
+	}
+	return s.Message == pageNotFound || s.Message == "the server could not find the requested resource"
 }

@@ -196,7 +196,7 @@ func TestCRDsThroughRegistry(t *testing.T) {
 		t.Fatalf("crd list: %v", list)
 	}
 	g.expect(http.StatusOK, "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crontabs.stable.example.com", nil)
-	g.expect(http.StatusNotFound, "GET", "/apis/apiextensions.k8s.io/v1/namespaces/x/customresourcedefinitions", nil)
+	g.expectPageNotFound("GET", "/apis/apiextensions.k8s.io/v1/namespaces/x/customresourcedefinitions", nil)
 	g.expect(http.StatusOK, "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crontabs.stable.example.com", nil)
 	// The registry's finalizer updates the CRD (deletionTimestamp,
 	// Terminating) before it goes.

@@ -203,3 +203,13 @@ func meta(obj map[string]any) map[string]any {
 }
 
 func str(v any) string { s, _ := v.(string); return s }
+
+// expectPageNotFound checks kube-apiserver's answer for a path it does not
+// serve: net/http's text/plain "404 page not found", not a Status.
+func (g *testGateway) expectPageNotFound(method, path string, body any) {
+	g.t.Helper()
+	resp, b := g.do(method, path, body)
+	if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" || string(b) != "404 page not found\n" {
+		g.t.Fatalf("%s %s: %d %s %q, want 404 text/plain \"404 page not found\"", method, path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+}

@@ -161,7 +161,7 @@ func (ri requestInfo) collectionPath() string {
 // ErrorNegotiated does: YAML when the first Accept clause it can serve
 // asks for YAML, else JSON.
 func writeStatusFor(w http.ResponseWriter, r *http.Request, s *metav1.Status) {
-	if r == nil || !statusAsYAML(r.Header.Get("Accept")) {
+	if r == nil || !statusAsYAML(r.Header.Get("Accept")) || isPageNotFound(s) {
 		writeStatus(w, s)
 		return
 	}

@@ -105,7 +105,12 @@ func TestErrorHandlerWritesStatus(t *testing.T) {
 			}
 		})
 	}
-	for code, reason := range map[int]metav1.StatusReason{404: metav1.StatusReasonNotFound, 405: metav1.StatusReasonMethodNotAllowed} {
+	w := httptest.NewRecorder()
+	routingErrorHandler(t.Context(), nil, nil, w, nil, http.StatusNotFound)
+	if w.Code != http.StatusNotFound || w.Header().Get("Content-Type") != "text/plain; charset=utf-8" || w.Body.String() != "404 page not found\n" {
+		t.Fatalf("routing 404: %d %s %q", w.Code, w.Header().Get("Content-Type"), w.Body.String())
+	}
+	for code, reason := range map[int]metav1.StatusReason{405: metav1.StatusReasonMethodNotAllowed} {
 		w := httptest.NewRecorder()
 		routingErrorHandler(t.Context(), nil, nil, w, nil, code)
 		var s metav1.Status
