@@ -43,7 +43,7 @@ type admission struct {
 // whatever the outcome, as upstream's decoder and strategies record them
 // before answering. Field errors are a 422.
 func (a *kubeAPI) admit(ctx context.Context, r *resource, ad admission) ([]byte, error) {
-	data, err := encodeObject(ad.obj)
+	data, err := encodeForAdmission(ad.obj)
 	if err != nil {
 		return nil, err
 	}
@@ -57,12 +57,12 @@ func (a *kubeAPI) admit(ctx context.Context, r *resource, ad admission) ([]byte,
 		StrictErrors:    ad.strictErrors,
 	}
 	if ad.requestObj != nil {
-		if req.RequestObject, err = encodeObject(ad.requestObj); err != nil {
+		if req.RequestObject, err = encodeForAdmission(ad.requestObj); err != nil {
 			return nil, err
 		}
 	}
 	if ad.old != nil {
-		if req.OldObject, err = encodeObject(ad.old); err != nil {
+		if req.OldObject, err = encodeForAdmission(ad.old); err != nil {
 			return nil, err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 )
 
@@ -73,7 +74,9 @@ func parseListOptions(p listParams) (*metainternalversion.ListOptions, error) {
 	}
 	opts := &metainternalversion.ListOptions{}
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(q, metav1.SchemeGroupVersion, opts); err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
+		// A selector's errors worded as v1.33's ("a qualified name must
+		// consist of ...", "must be no more than 63 characters").
+		return nil, apierrors.NewBadRequest(metavalidation.V133Wording(err.Error()))
 	}
 	if errs := metainternalversionvalidation.ValidateListOptions(opts, watchListEnabled); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)

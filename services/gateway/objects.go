@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/crdplane/crdplane/pkg/objmeta"
+	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
 )
 
 // object is a decoded custom resource.
@@ -367,21 +367,24 @@ func objectMeta(obj object) (*metav1.ObjectMeta, error) {
 	return om, nil
 }
 
-// validateMetaCreate is upstream's metadata validation of a new custom
-// resource (name a DNS subdomain, labels, annotations, owner references,
-// finalizers, ...).
+// validateMetaCreate is the gateway's part of upstream's metadata
+// validation of a new custom resource: none. The strategy's (name a DNS
+// subdomain, labels, annotations, owner references, finalizers, ...) and
+// rest.BeforeCreate's common validation after it are the validator's, as
+// v1.33 words them (pkg/objmeta/metavalidation).
+func validateMetaCreate(r *resource, obj object) (field.ErrorList, error) {
+	return nil, nil
+}
+
+// validateMetaUpdate is rest.BeforeUpdate's common-field validation of an
+// update (v1.33's validateCommonFields: ValidateObjectMetaAccessor with
+// path-segment names, then ValidateObjectMetaAccessorUpdate), which comes
+// before the strategy's; the validator then validates the metadata again
+// as the strategy does (ValidateObjectMetaAccessorUpdate), so upstream
+// lists a metadata error two or three times.
 //
 // Metadata that does not even decode is left to the validator, which
 // answers it with upstream's decoding error.
-func validateMetaCreate(r *resource, obj object) (field.ErrorList, error) {
-	om, err := objectMeta(obj)
-	if err != nil {
-		return nil, nil
-	}
-	return metavalidation.ValidateObjectMeta(om, r.namespaced, metavalidation.NameIsDNSSubdomain, field.NewPath("metadata")), nil
-}
-
-// validateMetaUpdate is upstream's metadata validation of an update.
 func validateMetaUpdate(r *resource, obj, old object) (field.ErrorList, error) {
 	om, err := objectMeta(obj)
 	if err != nil {
@@ -391,8 +394,9 @@ func validateMetaUpdate(r *resource, obj, old object) (field.ErrorList, error) {
 	if err != nil {
 		return nil, nil
 	}
-	errs := metavalidation.ValidateObjectMeta(om, r.namespaced, metavalidation.ValidateNameFunc(metavalidation.NameIsDNSSubdomain), field.NewPath("metadata"))
-	errs = append(errs, metavalidation.ValidateObjectMetaUpdate(om, oom, field.NewPath("metadata"))...)
+	path := field.NewPath("metadata")
+	errs := metavalidation.ValidateObjectMetaAccessor(om, r.namespaced, metavalidation.ValidatePathSegmentName, path)
+	errs = append(errs, metavalidation.ValidateObjectMetaAccessorUpdate(om, oom, path)...)
 	return errs, nil
 }
 

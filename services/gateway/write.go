@@ -228,9 +228,11 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 	if wantRV == 0 {
 		// Custom resources take no unconditional update (upstream's
 		// AllowUnconditionalUpdate is false for them).
-		return nil, apierrors.NewInvalid(schema.GroupKind{Group: r.group, Kind: r.plural}, name, field.ErrorList{
+		// The value is the store's uint64 resourceVersion, which v1.33
+		// renders with %#v: "Invalid value: 0x0".
+		return nil, newInvalid(schema.GroupKind{Group: r.group, Kind: r.plural}, name, causesFromFieldErrors(field.ErrorList{
 			field.Invalid(field.NewPath("metadata", "resourceVersion"), uint64(0), "must be specified for an update"),
-		})
+		}))
 	}
 	if wantRV != cur.rv {
 		return nil, apierrors.NewConflict(r.groupResource(), name, errors.New(optimisticLockMsg))

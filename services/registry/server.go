@@ -46,9 +46,9 @@ func (s *server) Create(ctx context.Context, req *registryv1.CreateRequest) (*re
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
-	if in, err := toInternal(crd); err == nil {
-		warnings = append(warnings, schemaWarnings(&in.Spec)...)
-	}
+	// v1.33's CRD strategy has no warnings of its own (WarningsOnCreate
+	// is nil: no "unrecognized format", no set-of-objects warning, which
+	// came in later versions).
 	warnings = append(warnings, more...)
 	out := crd
 	if req.GetOptions().GetDryRun() {
@@ -219,11 +219,7 @@ func (s *server) update(ctx context.Context, crd, cur *CRD, subresource string, 
 		if err != nil {
 			return nil, nil, err
 		}
-		in, err1 := toInternal(crd)
-		old, err2 := toInternal(cur)
-		if err1 == nil && err2 == nil {
-			warnings = newWarnings(&in.Spec, &old.Spec)
-		}
+		// v1.33's CRD strategy has no warnings (WarningsOnUpdate is nil).
 		warnings = append(warnings, more...)
 	}
 	if dryRun {

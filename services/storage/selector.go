@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/crdplane/crdplane/pkg/jsonscan"
+	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
 )
 
 const (
@@ -34,7 +35,9 @@ func newSelector(labelSel, fieldSel string, selectable []string) (*selector, err
 	if strings.TrimSpace(labelSel) != "" {
 		ls, err := labels.Parse(labelSel)
 		if err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
+			// Worded as v1.33's parser ("a qualified name must consist
+			// of ...", "must be no more than 63 characters").
+			return nil, apierrors.NewBadRequest(metavalidation.V133Wording(err.Error()))
 		}
 		if !ls.Empty() {
 			s.label = ls

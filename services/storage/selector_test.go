@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,6 +59,11 @@ func TestSelectorErrors(t *testing.T) {
 		{"", "metadata.labels=x", "field label not supported: metadata.labels"},
 		{"a in (", "", ""},
 		{"", "a", ""},
+		// v1.33's words (330-cr-selectors#22), not the v0.37 library's
+		// ("a valid label key must consist of", "63 bytes").
+		{"a/b/c=x", "", `unable to parse requirement: <nil>: Invalid value: "a/b/c": a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')`},
+		{strings.Repeat("k", 64) + "=x", "", `unable to parse requirement: <nil>: Invalid value: "` + strings.Repeat("k", 64) + `": name part must be no more than 63 characters`},
+		{"a=" + strings.Repeat("v", 64), "", `unable to parse requirement: values[0][a]: Invalid value: "` + strings.Repeat("v", 64) + `": must be no more than 63 characters`},
 	}
 	for _, tt := range tests {
 		_, err := newSelector(tt.label, tt.field, nil)

@@ -11,15 +11,13 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/operation"
-	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/kstatus"
+	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
 	"github.com/crdplane/crdplane/services/validator/celrules"
@@ -27,10 +25,6 @@ import (
 	"github.com/crdplane/crdplane/services/validator/internal/jsonenc"
 	"github.com/crdplane/crdplane/services/validator/schema"
 )
-
-// declarativeValidationBeta mirrors the default of kube-apiserver's
-// DeclarativeValidationBeta feature gate (on since 1.36).
-const declarativeValidationBeta = true
 
 // Admit prunes, defaults and validates one custom resource. Field errors
 // come back as causes (and no object); request problems as gRPC errors
@@ -250,7 +244,13 @@ func (a *admission) unknownFields(raw []byte) ([]string, error) {
 }
 
 // cannotHandle words a decoding failure as upstream's request decoder.
+// A field error (malformed embedded metadata) reads as v1.33 renders it
+// (fielderr: the value with %#v, map[string]interface {}{...}).
 func (a *admission) cannotHandle(err error) string {
+	var fe *field.Error
+	if errors.As(err, &fe) {
+		return fmt.Sprintf("%s in version %q cannot be handled as a %s: %s", a.cv.kind, a.cv.version, a.cv.kind, fielderr.Error(fe))
+	}
 	return fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", a.cv.kind, a.cv.version, a.cv.kind, err)
 }
 
@@ -280,7 +280,7 @@ func (a *admission) validate(ctx context.Context, obj map[string]any) field.Erro
 	var errs field.ErrorList
 	switch {
 	case a.status:
-		errs = append(errs, a.validateObjectMeta(ctx, obj)...)
+		errs = append(errs, a.validateObjectMeta(obj)...)
 		if st, ok := obj["status"]; ok && cv.status != nil {
 			errs = append(errs, schema.ValidateSchema(field.NewPath("status"), st, cv.status, schema.WithCorrelation(a.corr.Key("status")))...)
 		}
@@ -312,6 +312,9 @@ func (a *admission) validate(ctx context.Context, obj map[string]any) field.Erro
 			a.warnings = append(a.warnings, res.Warnings...)
 		}
 	}
+	if len(errs) == 0 && !a.update {
+		errs = a.validateCreatedObjectMeta(obj)
+	}
 	return errs
 }
 
@@ -321,7 +324,7 @@ func (a *admission) validateResource(ctx context.Context, obj map[string]any, op
 	if errs := a.validateTypeMeta(obj); len(errs) > 0 {
 		return errs
 	}
-	errs := a.validateObjectMeta(ctx, obj)
+	errs := a.validateObjectMeta(obj)
 	errs = append(errs, schema.ValidateSchema(nil, obj, a.cv.schema, opts...)...)
 	errs = append(errs, validateScaleSpec(obj, a.cv)...)
 	errs = append(errs, validateScaleStatus(obj, a.cv)...)
@@ -354,22 +357,39 @@ func (a *admission) validateTypeMeta(obj map[string]any) field.ErrorList {
 	return errs
 }
 
-func (a *admission) validateObjectMeta(ctx context.Context, obj map[string]any) field.ErrorList {
+// validateObjectMeta is the custom resource strategy's metadata
+// validation (v1.33's, package metavalidation): on create the object meta
+// (name a DNS subdomain, namespace, labels, annotations, owner references,
+// finalizers, managed fields); on update, and on status update,
+// ValidateObjectMetaAccessorUpdate only. (rest.BeforeUpdate's common-field
+// validation of an update, which repeats these checks, is the gateway's:
+// its errors come before the validator's.)
+func (a *admission) validateObjectMeta(obj map[string]any) field.ErrorList {
 	meta, errs := objectMeta(obj)
 	if len(errs) > 0 {
 		return errs
 	}
 	path := field.NewPath("metadata")
 	if !a.update {
-		return metavalidation.ValidateObjectMetaDeclaratively(ctx, operation.Create, meta, nil, a.cv.namespaced,
-			metavalidation.NameIsDNSSubdomain, path, declarativeValidationBeta)
+		return metavalidation.ValidateObjectMetaAccessor(meta, a.cv.namespaced, metavalidation.NameIsDNSSubdomain, path)
 	}
 	oldMeta, errs := objectMeta(a.old)
 	if len(errs) > 0 {
 		return errs
 	}
-	return metavalidation.ValidateObjectMetaDeclaratively(ctx, operation.Update, meta, oldMeta, a.cv.namespaced,
-		nil, path, declarativeValidationBeta)
+	return metavalidation.ValidateObjectMetaAccessorUpdate(meta, oldMeta, path)
+}
+
+// validateCreatedObjectMeta is rest.BeforeCreate's common validation of
+// object meta, run once the strategy's validation passed: the name only
+// needs to be a path segment there (so it finds nothing the strategy's
+// DNS-subdomain check let through; kept for upstream's order).
+func (a *admission) validateCreatedObjectMeta(obj map[string]any) field.ErrorList {
+	meta, errs := objectMeta(obj)
+	if len(errs) > 0 {
+		return errs
+	}
+	return metavalidation.ValidateObjectMetaAccessor(meta, a.cv.namespaced, metavalidation.ValidatePathSegmentName, field.NewPath("metadata"))
 }
 
 func objectMeta(obj map[string]any) (*metav1.ObjectMeta, field.ErrorList) {
@@ -435,7 +455,7 @@ func finalizerWarnings(obj, old map[string]any) []string {
 	var out []string
 	const path = "metadata.finalizers"
 	for _, f := range added {
-		for _, msg := range utilvalidation.IsQualifiedName(f) {
+		for _, msg := range metavalidation.IsQualifiedName(f) {
 			out = append(out, fmt.Sprintf("%s: %q: %s", path, f, msg))
 		}
 		if !strings.Contains(f, "/") && !standardFinalizers[f] {

@@ -50,8 +50,6 @@ type Schema struct {
 	format        string // after stripping unsupported formats
 	formatKnown   bool   // format has a string validator in strfmt
 	typeApplies   bool   // the type validator runs (a type or a format)
-	numType       string // "integer" or "number" when unambiguous
-	numFormat     string // int32/int64 for integers, float/double for numbers
 	maximum       *float64
 	exclusiveMax  bool
 	minimum       *float64
@@ -240,23 +238,9 @@ func compileNode(p *apiextensionsv1.JSONSchemaProps, at string) (*Schema, error)
 		s.types = []string{"integer", "string"}
 	}
 	s.typesJoined = strings.Join(s.types, ",")
-	s.format = supportedFormat(p.Format, s.types)
+	s.format = supportedFormat(p.Format)
 	s.formatKnown = s.format != "" && strfmt.Default.ContainsName(s.format)
 	s.typeApplies = len(s.types) > 0 || s.format != ""
-	if len(s.types) == 1 {
-		switch s.types[0] {
-		case "integer":
-			s.numType = "integer"
-			if s.format == "int32" || s.format == "int64" {
-				s.numFormat = s.format
-			}
-		case "number":
-			s.numType = "number"
-			if s.format == "float" || s.format == "double" {
-				s.numFormat = s.format
-			}
-		}
-	}
 
 	if p.Pattern != "" {
 		s.patternRE, s.patternErr = compilePattern(p.Pattern)
@@ -362,41 +346,25 @@ func decodeJSON(raw []byte) (any, error) {
 	return v, nil
 }
 
-// supportedFormats are the string formats CRD schemas validate, normalised
-// as go-openapi does (dashes removed): those of Kubernetes 1.0 plus
-// k8s-short-name and k8s-long-name (1.34).
+// supportedFormats are the formats CRD schemas validate in Kubernetes
+// v1.33 (apiextensions-apiserver v0.33's supportedVersionedFormats: those
+// of 1.0; k8s-short-name and k8s-long-name came in 1.34), normalised as
+// go-openapi does (dashes removed).
 var supportedFormats = map[string]bool{
 	"bsonobjectid": true, "uri": true, "email": true, "hostname": true, "ipv4": true, "ipv6": true,
 	"cidr": true, "mac": true, "uuid": true, "uuid3": true, "uuid4": true, "uuid5": true,
 	"isbn": true, "isbn10": true, "isbn13": true, "creditcard": true, "ssn": true, "hexcolor": true,
 	"rgbcolor": true, "byte": true, "password": true, "date": true, "duration": true, "datetime": true,
-	"k8sshortname": true, "k8slongname": true,
 }
 
-// supportedFormat drops formats that upstream ignores for the node's type:
-// unknown string formats, integer formats but int32/int64, number formats
-// but float/double, and any format on other types.
-func supportedFormat(format string, types []string) string {
-	if format == "" {
-		return ""
-	}
-	t := ""
-	if len(types) == 1 {
-		t = types[0]
-	}
-	switch t {
-	case "", "string":
-		if supportedFormats[strings.ReplaceAll(format, "-", "")] {
-			return format
-		}
-	case "integer":
-		if format == "int32" || format == "int64" {
-			return format
-		}
-	case "number":
-		if format == "float" || format == "double" {
-			return format
-		}
+// supportedFormat is the format kube-openapi's validator sees after
+// v1.33's StripUnsupportedFormatsPostProcessorForVersion: the format when
+// it is one of supportedFormats, whatever the node's type, else none (so
+// int32, int64, float and double are dropped too: v1.33 validates no
+// numeric formats).
+func supportedFormat(format string) string {
+	if supportedFormats[strings.ReplaceAll(format, "-", "")] {
+		return format
 	}
 	return ""
 }

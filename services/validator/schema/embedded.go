@@ -4,17 +4,11 @@ import (
 	"context"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/operation"
-	"k8s.io/apimachinery/pkg/api/validate/content"
-	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-)
 
-// declarativeValidationBeta mirrors the default of kube-apiserver's
-// DeclarativeValidationBeta feature gate (on since 1.36).
-const declarativeValidationBeta = true
+	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
+)
 
 // ValidateEmbeddedResources validates the TypeMeta and ObjectMeta of the
 // x-kubernetes-embedded-resource objects in x (not the root's), as
@@ -85,7 +79,7 @@ func embeddedResource(ctx context.Context, pth *field.Path, x map[string]any) fi
 			errs = append(errs, field.Invalid(pth.Child("kind"), v, "must be a string"))
 		} else if kind == "" {
 			errs = append(errs, field.Invalid(pth.Child("kind"), kind, "must not be empty"))
-		} else if msgs := utilvalidation.IsDNS1035Label(strings.ToLower(kind)); len(msgs) > 0 {
+		} else if msgs := metavalidation.IsDNS1035Label(strings.ToLower(kind)); len(msgs) > 0 {
 			errs = append(errs, field.Invalid(pth.Child("kind"), kind, "may have mixed case, but should otherwise match: "+strings.Join(msgs, ",")))
 		}
 	}
@@ -97,16 +91,9 @@ func embeddedResource(ctx context.Context, pth *field.Path, x map[string]any) fi
 			if meta.Name == "" {
 				meta.Name = "fakename" // a name is not required here
 			}
-			errs = append(errs, metavalidation.ValidateObjectMetaDeclaratively(ctx, operation.Create, meta, nil,
-				meta.Namespace != "", pathSegmentName, pth.Child("metadata"), declarativeValidationBeta)...)
+			errs = append(errs, metavalidation.ValidateObjectMetaAccessor(meta, meta.Namespace != "",
+				metavalidation.ValidatePathSegmentName, pth.Child("metadata"))...)
 		}
 	}
 	return errs
-}
-
-func pathSegmentName(name string, prefix bool) []string {
-	if prefix {
-		return content.IsPathSegmentPrefix(name)
-	}
-	return content.IsPathSegmentName(name)
 }

@@ -12,6 +12,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
+
+	"github.com/crdplane/crdplane/pkg/fielderr"
 )
 
 // Validate validates a new custom resource against s: the OpenAPI schema
@@ -542,54 +544,34 @@ func enumMatch(d, e any) bool {
 	return false
 }
 
-// number is kube-openapi's number validator: the value's range for the
-// type and format, then multipleOf, minimum and maximum, each in the
-// value's native type when the bound fits the type.
+// number is kube-openapi's number validator as v1.33 builds it (without
+// the node's type and format, so no value is out of its type's range):
+// multipleOf, minimum and maximum, each compared in the value's native
+// type (an int64 value against the bound truncated to int64).
 func (w *walker) number(d any, s *Schema) result {
 	var res result
 	res.match = 1
-	if s.multipleOf == nil && s.maximum == nil && s.minimum == nil && s.numType == "" {
+	if s.multipleOf == nil && s.maximum == nil && s.minimum == nil {
 		return res
-	}
-	data := asFloat64(d)
-	if msg := w.rangeCheck(d, s, "Checked"); msg != "" {
-		res.add(w.plain(msg))
 	}
 	var mul, lo, hi result
 	if s.multipleOf != nil {
 		f := *s.multipleOf
-		if msg := w.rangeCheck(f, s, "MultipleOf"); msg != "" {
-			mul.add(w.plain(msg))
-			if e, ok := w.multipleOfFloat(data, f); ok {
-				mul.add(e)
-			}
-		} else if i, isInt := d.(int64); isInt {
+		if i, isInt := d.(int64); isInt {
 			if e, ok := w.multipleOfInt(i, int64(f)); ok {
 				mul.add(e)
 			}
-		} else if e, ok := w.multipleOfFloat(data, f); ok {
+		} else if e, ok := w.multipleOfFloat(asFloat64(d), f); ok {
 			mul.add(e)
 		}
 	}
 	if s.minimum != nil {
-		m := *s.minimum
-		if msg := w.rangeCheck(m, s, "Minimum boundary"); msg != "" {
-			lo.add(w.plain(msg))
-			if e, ok := w.boundFloat(data, d, m, s.exclusiveMin, false); ok {
-				lo.add(e)
-			}
-		} else if e, ok := w.bound(d, m, s.exclusiveMin, false); ok {
+		if e, ok := w.bound(d, *s.minimum, s.exclusiveMin, false); ok {
 			lo.add(e)
 		}
 	}
 	if s.maximum != nil {
-		m := *s.maximum
-		if msg := w.rangeCheck(m, s, "Maximum boundary"); msg != "" {
-			hi.add(w.plain(msg))
-			if e, ok := w.boundFloat(data, d, m, s.exclusiveMax, true); ok {
-				hi.add(e)
-			}
-		} else if e, ok := w.bound(d, m, s.exclusiveMax, true); ok {
+		if e, ok := w.bound(d, *s.maximum, s.exclusiveMax, true); ok {
 			hi.add(e)
 		}
 	}
@@ -607,40 +589,6 @@ func asFloat64(d any) float64 {
 		return d
 	}
 	return 0
-}
-
-// rangeCheck is kube-openapi's IsValueValidAgainstRange: whether v fits the
-// node's numeric type and format.
-func (w *walker) rangeCheck(v any, s *Schema, prefix string) string {
-	var rep string
-	switch v := v.(type) {
-	case int64:
-		rep = strconv.FormatInt(v, 10)
-	case float64:
-		rep = strconv.FormatFloat(v, 'f', -1, 64)
-	default:
-		return fmt.Sprintf("%s value number range checking called with invalid (non numeric) val type in %s", prefix, w.pathString())
-	}
-	var err error
-	switch s.numType {
-	case "integer":
-		if s.numFormat == "int32" {
-			_, err = strconv.ParseInt(rep, 10, 32)
-		} else {
-			_, err = strconv.ParseInt(rep, 10, 64)
-		}
-	default:
-		if s.numFormat == "float" {
-			_, err = strconv.ParseFloat(rep, 32)
-		}
-	}
-	if err == nil {
-		return ""
-	}
-	if s.numFormat != "" {
-		return fmt.Sprintf("%s value must be of type %s with format %s in %s", prefix, s.numType, s.numFormat, w.pathString())
-	}
-	return fmt.Sprintf("%s value must be of type %s (default format) in %s", prefix, s.numType, w.pathString())
 }
 
 func (w *walker) multipleOfInt(d, factor int64) (verr, bool) {
@@ -704,10 +652,6 @@ func (w *walker) boundFloat(data float64, value any, b float64, exclusive, isMax
 	}
 	if !fail {
 		return verr{}, false
-	}
-	if _, isInt := value.(int64); isInt {
-		// The general (float) comparison reports the value as a float.
-		value = data
 	}
 	return w.boundErr(value, b, exclusive, isMax), true
 }
@@ -868,9 +812,9 @@ func toFieldErrors(fldPath *field.Path, errs []verr) field.ErrorList {
 			}
 			out = append(out, field.NotSupported(errPath, e.value, values))
 		case ekTooLong:
-			out = append(out, field.TooLong(errPath, "", int(e.max)))
+			out = append(out, fielderr.TooLong(errPath, int(e.max)))
 		case ekMaxItems, ekTooManyProperties:
-			out = append(out, field.TooMany(errPath, int(e.actual), int(e.max)))
+			out = append(out, fielderr.TooMany(errPath, int(e.actual), int(e.max)))
 		case ekType:
 			out = append(out, field.TypeInvalid(errPath, value, e.msg))
 		default:
