@@ -77,6 +77,12 @@ func (a *kubeAPI) GetOpenAPI(ctx context.Context, req *gatewayv1.GetOpenAPIReque
 	if err != nil {
 		return nil, toGRPC(err)
 	}
+	if resp.GetContentType() == "" && len(resp.GetBody()) == 0 {
+		// no such document: upstream's handler writes nothing (200, no
+		// body, no Content-Type)
+		_ = grpc.SetHeader(ctx, metadata.Pairs(mdNoContentType, "1"))
+		return &httpbody.HttpBody{}, nil
+	}
 	headers := []string{mdETag, resp.GetEtag()}
 	if req.GetHash() != "" && `"`+req.GetHash()+`"` == resp.GetEtag() {
 		headers = append(headers, mdCacheControl, "public, immutable")

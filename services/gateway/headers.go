@@ -43,6 +43,9 @@ const (
 	// the ETag and Cache-Control headers (OpenAPI documents).
 	mdETag         = "etag"
 	mdCacheControl = "cache-control"
+	// mdNoContentType is response header metadata: answer without a
+	// Content-Type header (an empty body that upstream sends bare).
+	mdNoContentType = "x-no-content-type"
 )
 
 // incomingHeader picks the HTTP headers forwarded to KubeAPIService as gRPC
@@ -90,6 +93,9 @@ func forwardHTTPCode(ctx context.Context, w http.ResponseWriter, resp proto.Mess
 	md, ok := runtime.ServerMetadataFromContext(ctx)
 	if !ok {
 		return nil
+	}
+	if len(md.HeaderMD.Get(mdNoContentType)) > 0 {
+		w.Header().Del("Content-Type")
 	}
 	vals := md.HeaderMD.Get(mdHTTPCode)
 	if len(vals) == 0 {

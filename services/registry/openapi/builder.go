@@ -46,23 +46,24 @@ type Document struct {
 type Builder struct {
 	mu     sync.Mutex
 	crds   map[string]*CRD     // by name, Established only
-	gvs    map[string]*gvState // "apis/<group>/<version>"
+	gvs    map[string]*gvState // "apis/<group>/<version>" served now (v2)
+	v3     map[string]*v3GV    // "apis/<group>/<version>" with a v3 document
 	apiext *Document           // apis/apiextensions.k8s.io/v1
 	index  *Document           // nil: stale
 	v2doc  *Document           // nil: stale
 	v2pb   *Document           // nil: stale
 }
 
-// gvState is one CRD group-version: its CRDs and rendered documents.
+// gvState is one CRD group-version served now: its CRDs and its share of
+// /openapi/v2.
 type gvState struct {
 	crds map[string]*CRD
-	doc  *Document // OpenAPI v3; nil: stale
-	v2   *v2Part   // its share of /openapi/v2; nil: stale
+	v2   *v2Part // nil: stale
 }
 
 // New returns a Builder holding only the apiextensions.k8s.io/v1 document.
 func New() *Builder {
-	return &Builder{crds: map[string]*CRD{}, gvs: map[string]*gvState{}, apiext: render(apiextensionsDocument())}
+	return &Builder{crds: map[string]*CRD{}, gvs: map[string]*gvState{}, v3: map[string]*v3GV{}, apiext: render(apiextensionsDocument())}
 }
 
 // Update applies one CRD change (old nil: added; new nil: deleted),
@@ -70,6 +71,15 @@ func New() *Builder {
 func (b *Builder) Update(old, new *CRD) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	name := ""
+	if new != nil {
+		name = new.Name
+	} else if old != nil {
+		name = old.Name
+	}
+	if b.updateV3(name, new) {
+		b.index = nil
+	}
 	if old != nil && new != nil {
 		if prev, ok := b.crds[new.Name]; ok && sameDocuments(prev, new) {
 			// a status change: the documents stay as they are
@@ -113,9 +123,49 @@ func (b *Builder) Update(old, new *CRD) {
 			delete(b.gvs, gv)
 			continue
 		}
-		b.gvs[gv].doc, b.gvs[gv].v2 = nil, nil
+		b.gvs[gv].v2 = nil
 	}
-	b.index, b.v2doc, b.v2pb = nil, nil, nil
+	b.v2doc, b.v2pb = nil, nil
+}
+
+// updateV3 follows a CRD change (new nil: deleted) in the v3 documents as
+// upstream's openapiv3 controller does: a CRD that is gone or not
+// Established leaves every group-version; otherwise each served version
+// gets a new part when the spec changed (generation or uid), and versions
+// no longer served keep theirs. It reports whether a document changed.
+func (b *Builder) updateV3(name string, new *CRD) bool {
+	changed := false
+	if new == nil || !established(new) {
+		for gv, st := range b.v3 {
+			if _, ok := st.parts[name]; ok {
+				delete(st.parts, name)
+				st.doc = nil
+				changed = true
+				if len(st.parts) == 0 {
+					delete(b.v3, gv)
+				}
+			}
+		}
+		return changed
+	}
+	for _, v := range new.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		gv := "apis/" + new.Spec.Group + "/" + v.Name
+		st := b.v3[gv]
+		if st == nil {
+			st = &v3GV{parts: map[string]*v3Part{}}
+			b.v3[gv] = st
+		}
+		if p, ok := st.parts[name]; ok && p.crd.UID == new.UID && p.crd.Generation == new.Generation && new.Generation != 0 {
+			continue
+		}
+		st.parts[name] = &v3Part{crd: new, version: v.Name}
+		st.doc = nil
+		changed = true
+	}
+	return changed
 }
 
 // Index returns the /openapi/v3 index.
@@ -128,17 +178,16 @@ func (b *Builder) Index() *Document {
 	type entry struct {
 		ServerRelativeURL string `json:"serverRelativeURL"`
 	}
-	var stale []*gvState
-	var names []string
-	for gv, st := range b.gvs {
+	var stale []*v3GV
+	for _, st := range b.v3 {
 		if st.doc == nil {
-			stale, names = append(stale, st), append(names, gv)
+			stale = append(stale, st)
 		}
 	}
-	parallel(len(stale), func(i int) { stale[i].doc = render(groupVersionDocument(names[i], stale[i].crds)) })
-	paths := make(map[string]entry, len(b.gvs)+1)
+	parallel(len(stale), func(i int) { stale[i].doc = renderV3(stale[i]) })
+	paths := make(map[string]entry, len(b.v3)+1)
 	paths[crdGVPath] = entry{ServerRelativeURL: "/openapi/v3/" + crdGVPath + "?hash=" + b.apiext.Hash}
-	for gv := range b.gvs {
+	for gv := range b.v3 {
 		paths[gv] = entry{ServerRelativeURL: "/openapi/v3/" + gv + "?hash=" + b.docLocked(gv).Hash}
 	}
 	body, err := json.Marshal(map[string]any{"paths": paths})
@@ -156,16 +205,16 @@ func (b *Builder) Get(path string) (*Document, bool) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if _, ok := b.gvs[path]; !ok {
+	if _, ok := b.v3[path]; !ok {
 		return nil, false
 	}
 	return b.docLocked(path), true
 }
 
 func (b *Builder) docLocked(gv string) *Document {
-	st := b.gvs[gv]
+	st := b.v3[gv]
 	if st.doc == nil {
-		st.doc = render(groupVersionDocument(gv, st.crds))
+		st.doc = renderV3(st)
 	}
 	return st.doc
 }

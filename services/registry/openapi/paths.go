@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
-
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
 
 const crdGVPath = "apis/apiextensions.k8s.io/v1"
@@ -240,37 +238,6 @@ func newDocument(title string) (map[string]any, map[string]any, map[string]any) 
 	return doc, paths, schemas
 }
 
-// groupVersionDocument renders the document of one CRD group-version.
-func groupVersionDocument(gvPath string, crds map[string]*CRD) map[string]any {
-	doc, paths, schemas := newDocument("Kubernetes CRD Swagger")
-	for _, name := range sortedNames(crds) {
-		crd := crds[name]
-		for _, v := range crd.Spec.Versions {
-			if !v.Served || "apis/"+crd.Spec.Group+"/"+v.Name != gvPath {
-				continue
-			}
-			r := resource{
-				group: crd.Spec.Group, version: v.Name, kind: crd.Spec.Names.Kind, plural: crd.Spec.Names.Plural,
-				namespaced: crd.Spec.Scope == "Namespaced",
-				schemaName: schemaName(crd.Spec.Group, v.Name, crd.Spec.Names.Kind),
-				tag:        tagName(crd.Spec.Group, v.Name),
-			}
-			r.listSchemaName = schemaName(crd.Spec.Group, v.Name, listKind(crd))
-			if v.Subresources != nil {
-				r.status = v.Subresources.Status != nil
-				r.scale = v.Subresources.Scale != nil
-			}
-			if r.scale {
-				addSchemaClosure(schemas, "io.k8s.api.autoscaling.v1.Scale")
-			}
-			r.addPaths(paths)
-			schemas[r.schemaName] = objectSchema(r, v)
-			schemas[r.listSchemaName] = listSchema(r, listKind(crd))
-		}
-	}
-	return doc
-}
-
 func listKind(crd *CRD) string {
 	if crd.Spec.Names.ListKind != "" {
 		return crd.Spec.Names.ListKind
@@ -293,59 +260,6 @@ func tagName(group, version string) string {
 
 func gvkExt(r resource, kind string) []map[string]string {
 	return []map[string]string{{"group": r.group, "kind": kind, "version": r.version}}
-}
-
-// objectSchema is a version's object schema: the CRD's schema with
-// apiVersion, kind and metadata, and the GVK extension.
-func objectSchema(r resource, v crdVersion) json.RawMessage {
-	s := apiextensionsv1.JSONSchemaProps{Type: "object"}
-	if v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
-		s = *v.Schema.OpenAPIV3Schema // shallow: only the properties map is replaced
-	}
-	props := make(map[string]apiextensionsv1.JSONSchemaProps, len(s.Properties)+3)
-	for k, p := range s.Properties {
-		props[k] = p
-	}
-	props["apiVersion"] = apiVersionProp
-	props["kind"] = kindProp
-	props["metadata"] = metadataProp
-	s.Properties = props
-	b, err := json.Marshal(&s)
-	if err != nil {
-		panic(fmt.Sprintf("openapi schema: %v", err))
-	}
-	ext := rawJSON(gvkExt(r, r.kind))
-	out := make(json.RawMessage, 0, len(b)+len(ext)+40)
-	out = append(out, b[:len(b)-1]...)
-	out = append(out, `,"x-kubernetes-group-version-kind":`...)
-	out = append(out, ext...)
-	return append(out, '}')
-}
-
-var (
-	apiVersionProp = apiextensionsv1.JSONSchemaProps{Type: "string", Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"}
-	kindProp       = apiextensionsv1.JSONSchemaProps{Type: "string", Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"}
-	metadataProp   = apiextensionsv1.JSONSchemaProps{
-		AllOf:       []apiextensionsv1.JSONSchemaProps{{Ref: ptrTo("#/components/schemas/" + objectMeta)}},
-		Description: "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
-	}
-)
-
-func ptrTo[T any](v T) *T { return &v }
-
-func listSchema(r resource, kind string) map[string]any {
-	return map[string]any{
-		"type":        "object",
-		"description": kind + " is a list of " + r.kind,
-		"required":    []string{"items"},
-		"properties": map[string]any{
-			"apiVersion": map[string]any{"type": "string"},
-			"items":      map[string]any{"type": "array", "items": ref(r.schemaName), "description": "List of " + r.plural + "."},
-			"kind":       map[string]any{"type": "string"},
-			"metadata":   map[string]any{"allOf": []any{ref(listMeta)}},
-		},
-		"x-kubernetes-group-version-kind": gvkExt(r, kind),
-	}
 }
 
 // apiextensionsDocument renders apis/apiextensions.k8s.io/v1.

@@ -25,7 +25,9 @@ type Server struct {
 func NewServer(b *Builder) *Server { return &Server{b: b} }
 
 // GetDocument returns the v3 index, one v3 group-version document, or the
-// v2 document (JSON or protobuf, as the Accept header prefers).
+// v2 document (JSON or protobuf, as the Accept header prefers). A v3
+// group-version without a document is an empty response (no body, no
+// content type), as upstream answers it.
 func (s *Server) GetDocument(_ context.Context, req *registryv1.GetDocumentRequest) (*registryv1.GetDocumentResponse, error) {
 	if req.GetVersion() == "v2" && req.GetPath() == "" {
 		return s.v2(req.GetAccept())
@@ -37,7 +39,10 @@ func (s *Server) GetDocument(_ context.Context, req *registryv1.GetDocumentReque
 	if req.GetPath() != "" {
 		var ok bool
 		if d, ok = s.b.Get(req.GetPath()); !ok {
-			return nil, kstatus.ToGRPC(notFound())
+			// upstream's handler (kube-openapi's HandleGroupVersion) writes
+			// nothing for a group-version it has no document of: 200, no
+			// body, no Content-Type
+			return &registryv1.GetDocumentResponse{}, nil
 		}
 	}
 	return &registryv1.GetDocumentResponse{ContentType: "application/json", Body: d.Body, Etag: `"` + d.Hash + `"`}, nil
