@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net/http"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -136,5 +137,15 @@ func TestOpenAPIV3WithoutDocument(t *testing.T) {
 	resp, body = g.do("GET", "/openapi/v3/apis/apiextensions.k8s.io/v1", nil)
 	if resp.StatusCode != 200 || len(body) == 0 || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("apiextensions.k8s.io/v1: %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
+// TestCreateOptionsAsV133: invalid CreateOptions are v1.33's 422, the value
+// rendered with %#v.
+func TestCreateOptionsAsV133(t *testing.T) {
+	g := newTestGateway(t)
+	s := g.expect(http.StatusUnprocessableEntity, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?dryRun=Some", cronTabCRD())
+	if want := `CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: []string{"Some"}: supported values: "All"`; s["message"] != want {
+		t.Fatalf("%v", s["message"])
 	}
 }
