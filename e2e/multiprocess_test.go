@@ -97,7 +97,7 @@ func TestSeparateProcesses(t *testing.T) {
 	gatewayAddr := freeAddr(t)
 
 	startProcess(t, "storage", "--grpc-listen", storageAddr, "--http-listen", health["storage"], "--data-dir", filepath.Join(dir, "etcd"))
-	startProcess(t, "registry", "--grpc-listen", registryAddr, "--http-listen", health["registry"], "--storage-addr", storageAddr)
+	startProcess(t, "registry", "--grpc-listen", registryAddr, "--http-listen", health["registry"], "--storage-addr", storageAddr, "--validator-addr", validatorAddr)
 	startProcess(t, "validator", "--grpc-listen", validatorAddr, "--http-listen", health["validator"], "--registry-addr", registryAddr)
 	startProcess(t, "converter", "--grpc-listen", converterAddr, "--http-listen", health["converter"], "--registry-addr", registryAddr)
 	for name, addr := range health {

@@ -115,7 +115,7 @@ func TestGracefulShutdown(t *testing.T) {
 	procs := map[string]*proc{
 		"storage": startProc(t, "storage", "--grpc-listen", grpcAddr["storage"], "--http-listen", httpAddr["storage"], "--data-dir", filepath.Join(dir, "etcd")),
 		"registry": startProc(t, "registry", "--grpc-listen", grpcAddr["registry"], "--http-listen", httpAddr["registry"],
-			"--storage-addr", grpcAddr["storage"]),
+			"--storage-addr", grpcAddr["storage"], "--validator-addr", grpcAddr["validator"]),
 		"validator": startProc(t, "validator", "--grpc-listen", grpcAddr["validator"], "--http-listen", httpAddr["validator"],
 			"--registry-addr", grpcAddr["registry"]),
 		"converter": startProc(t, "converter", "--grpc-listen", grpcAddr["converter"], "--http-listen", httpAddr["converter"],

@@ -1,7 +1,9 @@
 // Package platform runs every crdplane service in one process: embedded etcd
 // (or an external cluster), storage, registry, validator, converter and the
-// gateway, connected by in-process gRPC. `crdplane run`, the end-to-end tests
-// and the cross-service benchmarks start it.
+// gateway, connected by in-process gRPC: the modules of the component table
+// (platform/modules), built in its dependency order. `crdplane run`
+// (--target=all), the end-to-end tests and the cross-service benchmarks
+// start it.
 package platform
 
 import (
@@ -28,14 +30,13 @@ import (
 
 	"github.com/crdplane/crdplane/pkg/app"
 	"github.com/crdplane/crdplane/pkg/etcdtls"
+	"github.com/crdplane/crdplane/platform/modules"
 	"github.com/crdplane/crdplane/services/converter"
 	"github.com/crdplane/crdplane/services/converter/webhook"
 	"github.com/crdplane/crdplane/services/gateway"
 	"github.com/crdplane/crdplane/services/gateway/localpki"
 	"github.com/crdplane/crdplane/services/registry"
-	"github.com/crdplane/crdplane/services/registry/leader"
 	"github.com/crdplane/crdplane/services/storage"
-	"github.com/crdplane/crdplane/services/validator"
 )
 
 // Config configures an in-process platform.
@@ -116,44 +117,6 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 	n := instances.Add(1)
 	addr := func(name string) string { return fmt.Sprintf("inproc://%s-%d", name, n) }
 
-	st, err := storage.New(runCtx, storage.Config{DataDir: cfg.DataDir, EtcdEndpoints: cfg.EtcdEndpoints, EtcdTLS: cfg.EtcdTLS})
-	if err != nil {
-		return nil, fmt.Errorf("storage: %w", err)
-	}
-	p.storage = st
-	p.closers = append(p.closers, st.Close)
-	p.serve(runCtx, "storage", addr("storage"), st.Register, st.Ready)
-
-	// The registry's controllers run on the replica holding an etcd lease:
-	// in one process that is this one, but several platforms may share an
-	// external etcd. A short lease keeps a restart after a crash quick.
-	elector, err := leader.New(leader.Config{Client: st.Client(), LeaseTTL: registryLeaseTTL})
-	if err != nil {
-		return nil, fmt.Errorf("registry: %w", err)
-	}
-	// The validator (started below; connections are made lazily) checks the
-	// CEL rules and defaults of CRD writes.
-	reg, err := registry.New(runCtx, registry.Config{StorageAddr: addr("storage"), ValidatorAddr: addr("validator"), Elector: elector})
-	if err != nil {
-		return nil, fmt.Errorf("registry: %w", err)
-	}
-	p.closers = append(p.closers, reg.Close)
-	p.serve(runCtx, "registry", addr("registry"), reg.Register, reg.Ready)
-
-	val, err := validator.New(runCtx, validator.Config{RegistryAddr: addr("registry")})
-	if err != nil {
-		return nil, fmt.Errorf("validator: %w", err)
-	}
-	p.closers = append(p.closers, val.Close)
-	p.serve(runCtx, "validator", addr("validator"), val.Register, val.Ready)
-
-	conv, err := converter.New(runCtx, converter.Config{RegistryAddr: addr("registry"), Webhook: cfg.Conversion})
-	if err != nil {
-		return nil, fmt.Errorf("converter: %w", err)
-	}
-	p.closers = append(p.closers, conv.Close)
-	p.serve(runCtx, "converter", addr("converter"), conv.Register, conv.Ready)
-
 	dnsNames, ips := []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 	for _, h := range cfg.Hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -177,27 +140,52 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 	}
 	p.CAPEM = pki.CACertPEM
 
-	gw, err := gateway.New(runCtx, gateway.Config{
-		ListenAddr:    cfg.ListenAddr,
-		RegistryAddr:  addr("registry"),
-		ValidatorAddr: addr("validator"),
-		ConverterAddr: addr("converter"),
-		StorageAddr:   addr("storage"),
-		TLSCert:       &cert,
-		Tokens:        []string{cfg.Token},
-		Limits:        cfg.Limits,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
+	// Every module of the component table, its dependencies wired to their
+	// in-process addresses.
+	mc := modules.Config{
+		Target:    modules.All,
+		Storage:   storage.Config{DataDir: cfg.DataDir, EtcdEndpoints: cfg.EtcdEndpoints, EtcdTLS: cfg.EtcdTLS},
+		Registry:  registry.Config{LeaderLeaseDuration: registryLeaseTTL},
+		Converter: converter.Config{Webhook: cfg.Conversion},
+		Gateway: gateway.Config{
+			ListenAddr: cfg.ListenAddr,
+			TLSCert:    &cert,
+			Tokens:     []string{cfg.Token},
+			Limits:     cfg.Limits,
+		},
 	}
-	p.closers = append(p.closers, gw.Close)
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		if err := gw.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
-			p.errs <- fmt.Errorf("gateway: %w", err)
+	mc.Wire(addr)
+	if err := mc.Validate(); err != nil {
+		return nil, err
+	}
+	order, err := modules.Modules.Order(modules.All)
+	if err != nil {
+		return nil, err
+	}
+	proc := &modules.Process{Cfg: mc}
+	for _, m := range order {
+		svc, err := m.Build(runCtx, proc)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Name, err)
 		}
-	}()
+		p.closers = append(p.closers, svc.Close)
+		switch s := svc.(type) {
+		case app.GRPCService:
+			p.serve(runCtx, m.Name, addr(m.Name), s.Register, s.Ready)
+		case app.Runner:
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				if err := s.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+					p.errs <- fmt.Errorf("%s: %w", m.Name, err)
+				}
+			}()
+		default:
+			return nil, fmt.Errorf("%s: neither a gRPC service nor a runner", m.Name)
+		}
+	}
+	p.storage = proc.Storage
+	gw := proc.Gateway
 	if err := waitReady(ctx, gw); err != nil {
 		return nil, err
 	}

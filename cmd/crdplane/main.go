@@ -4,6 +4,11 @@
 //
 // Embedded etcd, the five services connected in-process, HTTPS with a
 // generated CA and bearer token, and a kubeconfig that kubectl uses as is.
+//
+//	crdplane run --target=registry [--storage-addr ...] [--validator-addr ...]
+//
+// runs one service of the component table (platform/modules) instead, with
+// the flags of its binary (crdplane-registry), dialing the others.
 package main
 
 import (
@@ -20,6 +25,7 @@ import (
 	"github.com/crdplane/crdplane/pkg/etcdtls"
 	"github.com/crdplane/crdplane/pkg/telemetry"
 	"github.com/crdplane/crdplane/platform"
+	"github.com/crdplane/crdplane/platform/modules"
 	"github.com/crdplane/crdplane/services/converter/webhook"
 	"github.com/crdplane/crdplane/services/gateway"
 )
@@ -28,6 +34,10 @@ const usage = `crdplane: a Kubernetes-compatible API server for CustomResourceDe
 
 Usage:
   crdplane run [flags]    run every service in one process (embedded etcd)
+  crdplane run --target=<service> [flags]
+                          run one service (gateway, registry, validator,
+                          converter or storage) with the flags of its binary,
+                          dialing the others at the addresses they give
   crdplane migrate-storage --kubeconfig <path> [--crd <name>]
                           rewrite stored objects at their CRD's storage version,
                           then trim status.storedVersions
@@ -55,7 +65,19 @@ func main() {
 }
 
 func run(args []string) error {
+	cfg := modules.Config{Target: targetOf(args)}
+	if cfg.Target != modules.All {
+		m := modules.Modules.Lookup(cfg.Target)
+		if m == nil {
+			_, err := modules.Modules.Order(cfg.Target) // names the targets
+			return err
+		}
+		b := m.Binary(&cfg)
+		b.RegisterFlags = cfg.RegisterFlags // and --target
+		return b.Run(args)
+	}
 	fs := flag.NewFlagSet("crdplane run", flag.ExitOnError)
+	cfg.RegisterFlags(fs) // --target
 	listen := fs.String("listen", "127.0.0.1:6443", "HTTPS listen address of the Kubernetes API (port 0 picks a free port)")
 	dataDir := fs.String("data-dir", ".run/etcd", "embedded etcd data directory (kept across restarts)")
 	etcd := fs.String("etcd-endpoints", "", "comma-separated external etcd endpoints (instead of the embedded etcd)")
@@ -114,6 +136,28 @@ func run(args []string) error {
 	case err := <-p.Errors():
 		return err
 	}
+}
+
+// targetOf is the value of --target in args (modules.All without one): the
+// flags to parse depend on it.
+func targetOf(args []string) string {
+	target := modules.All
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "target" {
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			i++
+			value = args[i]
+		}
+		target = value
+	}
+	return target
 }
 
 func splitList(s string) []string {

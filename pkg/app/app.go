@@ -234,7 +234,7 @@ func SetupLogging(format, level string) {
 // after --check-flags. Positional arguments are refused (no crdplane binary
 // takes any, so one is a mistyped flag).
 func ParseFlags(fs *flag.FlagSet, args []string) (run bool, err error) {
-	check := fs.Bool("check-flags", false, "parse and check the flags, then exit without starting")
+	check := fs.Bool(checkFlagsFlag, false, checkFlagsUsage)
 	if err := fs.Parse(args); err != nil {
 		return false, err
 	}
@@ -243,6 +243,11 @@ func ParseFlags(fs *flag.FlagSet, args []string) (run bool, err error) {
 	}
 	return !*check, nil
 }
+
+const (
+	checkFlagsFlag  = "check-flags"
+	checkFlagsUsage = "parse and check the flags, then exit without starting"
+)
 
 // streamDrainDelay is how long streams keep going after readiness fails, so
 // that health watchers receive NOT_SERVING before their stream ends.

@@ -2,9 +2,12 @@ package app
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -15,21 +18,42 @@ import (
 	"github.com/crdplane/crdplane/pkg/telemetry"
 )
 
-// Service is what a crdplane gRPC service offers its binary.
+// Service is what a crdplane service offers its binary: readiness and a
+// close. It is served either on a gRPC server (a GRPCService) or by itself
+// (a Runner, the gateway's HTTPS).
 type Service interface {
-	Register(grpc.ServiceRegistrar)
 	Ready() error
 	Close() error
 }
 
-// Binary describes one service's command, crdplane-<Name>.
+// GRPCService is a service served on a gRPC server: storage, registry,
+// validator, converter.
+type GRPCService interface {
+	Service
+	Register(grpc.ServiceRegistrar)
+}
+
+// Runner is a service that serves by itself until ctx ends (the gateway:
+// the Kubernetes API over HTTPS).
+type Runner interface {
+	Service
+	Run(ctx context.Context) error
+}
+
+// Binary describes one service's command, crdplane-<Name> (or crdplane run
+// --target=<Name>).
 type Binary struct {
 	// Name is the service name ("storage"); the binary is crdplane-<Name>.
 	Name string
-	// GRPCAddr and HTTPAddr are the default listen addresses.
+	// GRPCAddr and HTTPAddr are the default listen addresses. A Runner has
+	// no gRPC server: leave GRPCAddr empty and it has no --grpc-listen.
 	GRPCAddr, HTTPAddr string
 	// RegisterFlags adds the service's own flags.
 	RegisterFlags func(*flag.FlagSet)
+	// Validate, when set, checks the parsed flags (a required address that
+	// is missing): an error stops the binary before it starts, and fails
+	// --check-flags.
+	Validate func() error
 	// New builds the service once flags are parsed and logging is set up;
 	// ctx ends on SIGINT/SIGTERM.
 	New func(ctx context.Context) (Service, error)
@@ -38,25 +62,57 @@ type Binary struct {
 // Main runs b as a process and exits: flags (with --check-flags), logging,
 // telemetry, the service served by Run until SIGINT/SIGTERM.
 func Main(b Binary) {
-	if err := b.run(os.Args[1:]); err != nil {
+	if err := b.Run(os.Args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "crdplane-%s: %v\n", b.Name, err)
 		os.Exit(1)
 	}
 }
 
-func (b Binary) run(args []string) error {
+// processFlags are the flags every service binary has besides its own.
+type processFlags struct {
+	grpcAddr, httpAddr, logFormat, logLevel string
+}
+
+func (b Binary) flagSet() (*flag.FlagSet, *processFlags) {
 	fs := flag.NewFlagSet("crdplane-"+b.Name, flag.ExitOnError)
-	grpcAddr := fs.String("grpc-listen", b.GRPCAddr, "gRPC listen address (host:port or inproc://name)")
-	httpAddr := fs.String("http-listen", b.HTTPAddr, "HTTP listen address for /healthz, /readyz, /livez and /metrics (empty: off)")
-	logFormat := fs.String("log-format", "json", "log format: json or text")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	p := &processFlags{}
+	if b.GRPCAddr != "" {
+		fs.StringVar(&p.grpcAddr, "grpc-listen", b.GRPCAddr, "gRPC listen address (host:port or inproc://name)")
+	}
+	fs.StringVar(&p.httpAddr, "http-listen", b.HTTPAddr, "HTTP listen address for /healthz, /readyz, /livez and /metrics (empty: off)")
+	fs.StringVar(&p.logFormat, "log-format", "json", "log format: json or text")
+	fs.StringVar(&p.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	if b.RegisterFlags != nil {
 		b.RegisterFlags(fs)
 	}
-	if ok, err := ParseFlags(fs, args); !ok {
+	return fs, p
+}
+
+// FlagSet is b's command line, every flag the binary accepts (--check-flags
+// too), for checks of deployments against the flags they pass.
+func (b Binary) FlagSet() *flag.FlagSet {
+	fs, _ := b.flagSet()
+	fs.Bool(checkFlagsFlag, false, checkFlagsUsage)
+	return fs
+}
+
+// Run runs b with the command line args (without the program name) until
+// SIGINT/SIGTERM.
+func (b Binary) Run(args []string) error {
+	fs, pf := b.flagSet()
+	run, err := ParseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	SetupLogging(*logFormat, *logLevel)
+	if b.Validate != nil {
+		if err := b.Validate(); err != nil {
+			return err
+		}
+	}
+	if !run {
+		return nil
+	}
+	SetupLogging(pf.logFormat, pf.logLevel)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -81,11 +137,33 @@ func (b Binary) run(args []string) error {
 			slog.Warn("close", "service", b.Name, "err", err)
 		}
 	}()
-	return Run(ctx, Config{
-		Name:     b.Name,
-		GRPCAddr: *grpcAddr,
-		HTTPAddr: *httpAddr,
-		Register: svc.Register,
-		Ready:    svc.Ready,
-	})
+	switch s := svc.(type) {
+	case Runner:
+		return runSelf(ctx, s, pf.httpAddr)
+	case GRPCService:
+		return Run(ctx, Config{
+			Name:     b.Name,
+			GRPCAddr: pf.grpcAddr,
+			HTTPAddr: pf.httpAddr,
+			Register: s.Register,
+			Ready:    s.Ready,
+		})
+	default:
+		return errors.New("the service neither registers on a gRPC server nor runs by itself")
+	}
+}
+
+// runSelf runs a Runner, with the operations endpoints on httpAddr when set
+// (the gateway's HTTPS port serves them too).
+func runSelf(ctx context.Context, r Runner, httpAddr string) error {
+	if httpAddr != "" {
+		hl, err := net.Listen("tcp", httpAddr)
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", httpAddr, err)
+		}
+		ops := &http.Server{Handler: OpsHandler(NewHealth(r.Ready)), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = ops.Serve(hl) }()
+		defer ops.Close()
+	}
+	return r.Run(ctx)
 }

@@ -45,6 +45,14 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Webhook.RegisterFlags(fs)
 }
 
+// Validate checks the configuration of a converter process.
+func (c *Config) Validate() error {
+	if c.RegistryAddr == "" {
+		return errors.New("--registry-addr is required: the converter follows the registry's CRD watch")
+	}
+	return nil
+}
+
 // Service implements crdplane.converter.v1.ConverterService.
 type Service struct {
 	converterv1.UnimplementedConverterServiceServer

@@ -7,6 +7,7 @@ package gateway
 
 import (
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -97,6 +98,26 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.CRDWait, "crd-wait", 5*time.Second, "how long a request waits for the CRD cache to catch up with the registry")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "bound on graceful shutdown")
 	c.Limits.RegisterFlags(fs)
+}
+
+// Validate checks the configuration of a gateway process: the addresses of
+// the four services it calls are required (New still accepts no converter,
+// for tests without webhook conversion), and the limits.
+func (c *Config) Validate() error {
+	for _, a := range []struct{ flag, addr, why string }{
+		{"registry-addr", c.RegistryAddr, "CRDs, discovery, OpenAPI"},
+		{"validator-addr", c.ValidatorAddr, "admission of every write"},
+		{"converter-addr", c.ConverterAddr, "webhook conversion"},
+		{"storage-addr", c.StorageAddr, "every object"},
+	} {
+		if a.addr == "" {
+			return fmt.Errorf("--%s is required (%s)", a.flag, a.why)
+		}
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return errors.New("--tls-cert-file and --tls-key-file go together")
+	}
+	return c.Limits.check()
 }
 
 // RegisterFlags adds the overload protection flags to fs, with their

@@ -2,7 +2,9 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -18,7 +20,8 @@ type Config struct {
 	StorageAddr string
 	// ValidatorAddr is the ValidatorService address, whose ValidateCRD
 	// checks CEL rules (compilation, cost) and defaults of CRDs being
-	// written. Empty: those checks are skipped.
+	// written. Required of a process (Validate); New accepts it empty
+	// (those checks skipped) for tests of the registry alone.
 	ValidatorAddr string
 	// Workers is the number of workers per controller (default 1).
 	Workers int
@@ -46,7 +49,7 @@ type Config struct {
 // RegisterFlags adds the configuration flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.StorageAddr, "storage-addr", "localhost:7001", "StorageService address (host:port, dns:///host:port or inproc://name)")
-	fs.StringVar(&c.ValidatorAddr, "validator-addr", "", "ValidatorService address for the CEL and default checks of CRD writes (empty: skipped)")
+	fs.StringVar(&c.ValidatorAddr, "validator-addr", "localhost:7003", "ValidatorService address for the CEL and default checks of CRD writes (host:port, dns:///host:port or inproc://name; required)")
 	fs.IntVar(&c.Workers, "controller-workers", 1, "workers per CRD controller")
 	fs.DurationVar(&c.CleanupTimeout, "cleanup-timeout", time.Minute, "how long the CRD finalizer waits for a CRD's objects to be gone before retrying")
 	fs.Func("etcd-endpoints", "comma-separated etcd endpoints for leader election among registry replicas (empty: this replica always runs the controllers)", func(s string) error {
@@ -55,6 +58,23 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 	c.EtcdTLS.RegisterFlags(fs)
 	fs.DurationVar(&c.LeaderLeaseDuration, "leader-elect-lease-duration", leader.DefaultLeaseTTL, "TTL of the leader election lease: how long a replica that died while leading keeps leadership")
+}
+
+// Validate checks the configuration of a registry process: the addresses
+// of the services it calls are required (the validator's too: without it
+// CRD writes would skip their CEL and default checks).
+func (c *Config) Validate() error {
+	if c.StorageAddr == "" {
+		return errors.New("--storage-addr is required: CRDs are kept by the storage service")
+	}
+	if c.ValidatorAddr == "" {
+		return errors.New("--validator-addr is required: the validator checks the CEL rules and defaults of CRD writes (ValidateCRD)")
+	}
+	if c.Elector == nil && len(c.EtcdEndpoints) == 0 && c.EtcdTLS.Enabled() {
+		return fmt.Errorf("etcd TLS files (--%s, --%s, --%s) are for the leader election's etcd (--etcd-endpoints)",
+			etcdtls.CAFileFlag, etcdtls.CertFileFlag, etcdtls.KeyFileFlag)
+	}
+	return nil
 }
 
 func splitList(s string) []string {

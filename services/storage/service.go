@@ -91,6 +91,19 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.WatchCacheSize, "watch-cache-size", 1024, "recent events per resource the watch cache keeps")
 }
 
+// Validate checks the configuration of a storage process: etcd TLS files
+// are for an external cluster.
+func (c *Config) Validate() error {
+	if !c.EtcdTLS.Enabled() {
+		return nil
+	}
+	if len(c.EtcdEndpoints) == 0 {
+		return fmt.Errorf("etcd TLS files (--%s, --%s, --%s) are for an external etcd (--etcd-endpoints): the embedded etcd serves its clients in plain text",
+			etcdtls.CAFileFlag, etcdtls.CertFileFlag, etcdtls.KeyFileFlag)
+	}
+	return c.EtcdTLS.CheckEndpoints(c.EtcdEndpoints)
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
@@ -203,11 +216,7 @@ func (c *Config) etcdTLS() (*tls.Config, error) {
 	if !c.EtcdTLS.Enabled() {
 		return nil, nil
 	}
-	if len(c.EtcdEndpoints) == 0 {
-		return nil, fmt.Errorf("etcd TLS files (--%s, --%s, --%s) are for an external etcd (--etcd-endpoints): the embedded etcd serves its clients in plain text",
-			etcdtls.CAFileFlag, etcdtls.CertFileFlag, etcdtls.KeyFileFlag)
-	}
-	if err := c.EtcdTLS.CheckEndpoints(c.EtcdEndpoints); err != nil {
+	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return c.EtcdTLS.Build()

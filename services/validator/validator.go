@@ -57,6 +57,23 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		"how long a request waits for the CRD generation it names before failing with 503")
 }
 
+// Validate checks the configuration of a validator process: its CRDs come
+// from the registry (--registry-addr) or, for a validator alone, from a
+// directory (--crd-dir); exactly one of them.
+func (c *Config) Validate() error {
+	switch {
+	case c.Source != nil:
+		if c.RegistryAddr != "" || c.CRDDir != "" {
+			return errors.New("a CRD source set in code excludes --registry-addr and --crd-dir")
+		}
+	case c.RegistryAddr != "" && c.CRDDir != "":
+		return errors.New("--registry-addr and --crd-dir exclude each other: CRDs come from the registry or from a directory")
+	case c.RegistryAddr == "" && c.CRDDir == "":
+		return errors.New("--registry-addr is required: the validator follows the registry's CRD watch (or --crd-dir, for a validator alone)")
+	}
+	return nil
+}
+
 // Service implements crdplane.validator.v1.ValidatorService.
 type Service struct {
 	validatorv1.UnimplementedValidatorServiceServer

@@ -420,6 +420,18 @@ func (s *stack) kubectlScenario() {
 	if out := s.kubectl("get", "ct"); !strings.Contains(out, "No resources found") {
 		s.t.Fatalf("kubectl get ct after the delete: %q", out)
 	}
+	// The registry checks CRD writes with the validators (its
+	// --validator-addr): a CEL rule that does not compile is a 422 (-v=6
+	// logs the response's status).
+	out, err = s.kubectlRun("create", "-f", testdata("registry-cel-crd.yaml"), "-v=6")
+	if err == nil || !strings.Contains(out, "422 Unprocessable Entity") ||
+		!strings.Contains(out, `The CustomResourceDefinition "rules.registry.example.com" is invalid`) ||
+		!strings.Contains(out, "compilation failed: ERROR: <input>:1:16: Syntax error") {
+		s.t.Fatalf("a CRD whose CEL rule does not compile: %v\n%s", err, out)
+	}
+	if out, err := s.kubectlRun("get", "crd", "rules.registry.example.com"); err == nil || !strings.Contains(out, "NotFound") {
+		s.t.Fatalf("the CRD with a rule that does not compile was stored: %v\n%s", err, out)
+	}
 	s.t.Log("kubectl scenario passed")
 }
 

@@ -54,8 +54,11 @@ func repoRoot() (string, error) {
 
 // packageOf is the main package of a binary name.
 func packageOf(name string) (string, bool) {
-	if name == "etcd" {
+	switch name {
+	case "etcd":
 		return "./deploy/etcd", true
+	case "crdplane":
+		return "./cmd/crdplane", true
 	}
 	if svc, ok := strings.CutPrefix(name, "crdplane-"); ok {
 		switch svc {
@@ -66,7 +69,8 @@ func packageOf(name string) (string, bool) {
 	return "", false
 }
 
-// Path is the path of the binary name (crdplane-<service> or etcd).
+// Path is the path of the binary name (crdplane-<service>, crdplane or
+// etcd).
 func (b *Binaries) Path(name string) string {
 	b.t.Helper()
 	if p, ok := b.paths[name]; ok {

@@ -15,6 +15,7 @@ func main() {
 	app.Main(app.Binary{
 		Name: "converter", GRPCAddr: ":7004", HTTPAddr: ":7104",
 		RegisterFlags: func(fs *flag.FlagSet) { cfg.RegisterFlags(fs) },
+		Validate:      cfg.Validate,
 		New:           func(ctx context.Context) (app.Service, error) { return converter.New(ctx, cfg) },
 	})
 }

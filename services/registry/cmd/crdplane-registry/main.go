@@ -16,6 +16,7 @@ func main() {
 	app.Main(app.Binary{
 		Name: "registry", GRPCAddr: ":7002", HTTPAddr: ":7102",
 		RegisterFlags: func(fs *flag.FlagSet) { cfg.RegisterFlags(fs) },
+		Validate:      cfg.Validate,
 		New: func(ctx context.Context) (app.Service, error) {
 			cfg.Logger = slog.Default()
 			return registry.New(ctx, cfg)

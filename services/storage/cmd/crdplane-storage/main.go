@@ -15,6 +15,7 @@ func main() {
 	app.Main(app.Binary{
 		Name: "storage", GRPCAddr: ":7001", HTTPAddr: ":7101",
 		RegisterFlags: func(fs *flag.FlagSet) { cfg.RegisterFlags(fs) },
+		Validate:      cfg.Validate,
 		New:           func(ctx context.Context) (app.Service, error) { return storage.New(ctx, cfg) },
 	})
 }

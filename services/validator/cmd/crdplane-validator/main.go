@@ -16,6 +16,7 @@ func main() {
 	app.Main(app.Binary{
 		Name: "validator", GRPCAddr: ":7003", HTTPAddr: ":7103",
 		RegisterFlags: func(fs *flag.FlagSet) { cfg.RegisterFlags(fs) },
+		Validate:      cfg.Validate,
 		New:           func(ctx context.Context) (app.Service, error) { return validator.New(ctx, cfg) },
 	})
 }
