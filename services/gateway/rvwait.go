@@ -53,13 +53,14 @@ func (a *kubeAPI) waitForRevision(ctx context.Context, r *resource, rv int64, as
 		if current >= rv {
 			return waited, nil
 		}
-		if time.Now().Add(pause).After(deadline) {
+		left := time.Until(deadline)
+		if left <= 0 {
 			return waited, errTooLargeRV(asked, current, 1)
 		}
 		select {
 		case <-ctx.Done():
 			return waited, ctx.Err()
-		case <-time.After(pause):
+		case <-time.After(min(pause, left)):
 		}
 		pause = min(2*pause, 200*time.Millisecond)
 	}
