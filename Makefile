@@ -12,7 +12,7 @@ GRPC_GATEWAY_VERSION := v2.31.0
 MODULES := . pkg proto conformance services/storage services/registry services/validator services/converter services/gateway
 SERVICES := gateway registry validator converter storage
 
-.PHONY: all build run test test-unit test-e2e generate check-generated lint tools bench clean fmt vet conformance conformance-fuzz
+.PHONY: all build run test test-unit test-e2e generate check-generated lint tools bench clean fmt vet conformance conformance-fuzz fuzz fuzz-short
 
 all: build
 
@@ -73,6 +73,18 @@ test-e2e: build
 ## bench: Go benchmarks of the hot paths (not part of make test).
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 5 ./bench/...
+
+## fuzz: every native Go fuzz target (func FuzzXxx), one at a time, each for
+## FUZZTIME (default 30s; FUZZ=regexp narrows them); prints the executions
+## of each. A crasher lands in the package's testdata/fuzz/FuzzXxx/ and fails
+## the run (hack/fuzz.sh). Not part of make test.
+FUZZTIME ?= 30s
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) hack/fuzz.sh
+
+## fuzz-short: make fuzz at 5s a target, for CI.
+fuzz-short:
+	GO=$(GO) FUZZTIME=5s hack/fuzz.sh
 
 clean:
 	rm -rf $(BIN) .run
