@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/objmeta"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
@@ -51,7 +52,7 @@ func deleteOptions(body []byte, query url.Values, dryRun []string, grace *int64,
 		}
 	}
 	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {
-		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
+		return nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
 	}
 	return opts, nil
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 )
@@ -79,7 +80,7 @@ func parseListOptions(p listParams) (*metainternalversion.ListOptions, error) {
 		return nil, apierrors.NewBadRequest(metavalidation.V133Wording(err.Error()))
 	}
 	if errs := metainternalversionvalidation.ValidateListOptions(opts, watchListEnabled); len(errs) > 0 {
-		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
+		return nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
 	}
 	return opts, nil
 }

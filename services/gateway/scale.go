@@ -273,7 +273,7 @@ func (a *kubeAPI) scalePatch(ctx context.Context, r *resource, ns, name, pt stri
 		}
 		if first {
 			first = false
-			if err := patchStrictErrors(ctx, p.fieldValidation, strictErrs, patched); err != nil {
+			if err := patchStrictErrors(ctx, p.fieldValidation, strictErrs, func() []byte { return patched }); err != nil {
 				return nil, err
 			}
 		}

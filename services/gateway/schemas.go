@@ -111,20 +111,35 @@ func hasDefault(p *apiextensionsv1.JSONSchemaProps) bool {
 	return false
 }
 
-// readDefaults applies to stored objects (at the storage version) what
-// upstream's storage decoder does when the storage version's schema has
-// defaults: metadata normalised (malformed fields dropped), unknown fields
-// pruned, defaults set, so that objects stored before a default existed
-// read with it. Without defaults in the schema the objects are returned
-// as they are (they were pruned and defaulted when written), and nothing
-// is decoded.
+// readDefaults applies to stored objects what upstream's storage decoder
+// does before converting them to the request version: each object is
+// coerced and defaulted with the schema of its own version (the version it
+// was stored at, upstream's unstructuredDefaulter at the object's GVK; not
+// the current storage version, which may since have moved): metadata
+// normalised (malformed fields dropped), unknown fields pruned, defaults
+// set, so that objects stored before a default existed read with it. An
+// object whose version's schema has no defaults is returned as it is (it
+// was pruned and defaulted when written), and nothing is decoded; one
+// whose apiVersion names no version of the CRD is defaulted at the
+// storage version.
 func (c *schemaCache) readDefaults(r *resource, objs [][]byte) ([][]byte, error) {
-	cs, err := c.compiled(r, r.storageVersion)
-	if err != nil || !cs.defaults {
-		return objs, err
-	}
-	out := make([][]byte, len(objs))
+	var out [][]byte
+	byVersion := map[string]*compiledSchema{}
 	for i, data := range objs {
+		v := versionOf(objectAPIVersion(data))
+		cs, ok := byVersion[v]
+		if !ok {
+			var err error
+			if cs, err = c.compiled(r, v); err != nil {
+				if cs, err = c.compiled(r, r.storageVersion); err != nil {
+					return nil, err
+				}
+			}
+			byVersion[v] = cs
+		}
+		if !cs.defaults {
+			continue
+		}
 		obj, err := decodeObject(data)
 		if err != nil {
 			return nil, fmt.Errorf("stored object: %w", err)
@@ -133,9 +148,16 @@ func (c *schemaCache) readDefaults(r *resource, objs [][]byte) ([][]byte, error)
 			return nil, err
 		}
 		schema.Default(obj, cs.s)
+		if out == nil {
+			out = make([][]byte, len(objs))
+			copy(out, objs)
+		}
 		if out[i], err = encodeObject(obj); err != nil {
 			return nil, err
 		}
+	}
+	if out == nil {
+		return objs, nil
 	}
 	return out, nil
 }

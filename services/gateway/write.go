@@ -162,7 +162,7 @@ func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*ht
 	}
 	opts := &metav1.UpdateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
 	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
-		return reply(nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
+		return reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
 	}
 	body, err := requestBodyJSON(rm.contentType, req.GetBody().GetData())
 	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
@@ -566,7 +566,7 @@ func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*http
 		opts.Force = &force
 	}
 	if errs := metav1validation.ValidatePatchOptions(opts, types.PatchType(pt)); len(errs) > 0 {
-		return reply(nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
+		return reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
 	}
 	if crds {
 		return reply(a.crdPatch(ctx, req, opts, pt, out))
@@ -610,8 +610,22 @@ func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts
 		if err != nil {
 			return nil, err
 		}
+		var quote []byte
+		quoted := func() []byte {
+			if quote == nil {
+				quote = patchedQuote(cur.obj, pt, req.GetBody().GetData(), patched)
+			}
+			return quote
+		}
+		// The patched object decoded as upstream's patcher decodes it
+		// before the update: an object it cannot decode is its 422; its
+		// strict errors follow the patch's own.
+		decodeErrs, err := a.decodePatched(r, patched, opts.FieldValidation, quoted)
+		if err != nil {
+			return nil, patchInvalid(quoted(), decodeErrorText(err))
+		}
 		if attempt == 0 {
-			if err := patchStrictErrors(ctx, opts.FieldValidation, strictErrs, patched); err != nil {
+			if err := patchStrictErrors(ctx, opts.FieldValidation, append(strictErrs, decodeErrs...), quoted); err != nil {
 				return nil, err
 			}
 		}
@@ -632,8 +646,10 @@ func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts
 			return nil, apierrors.NewConflict(r.groupResource(), name, errors.New(optimisticLockMsg))
 		}
 		patchPinsRV := patchMentionsResourceVersion(req.GetBody().GetData())
+		// The directive applied to the patched object above (its unknown
+		// fields are pruned in admission, not reported twice).
 		result, err := a.applyUpdate(ctx, r, cur, obj, updateParams{
-			name: name, subresource: sub, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
+			name: name, subresource: sub, dryRun: isDryRun(opts.DryRun), fieldValidation: metav1.FieldValidationIgnore,
 		})
 		if errors.Is(err, errStale) {
 			if patchPinsRV || attempt >= maxPatchRetries {
