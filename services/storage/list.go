@@ -212,13 +212,14 @@ func (s *Service) waitRevision(ctx context.Context, rev int64) (int64, error) {
 		if current >= rev {
 			return current, nil
 		}
-		if time.Now().Add(pause).After(deadline) {
+		left := time.Until(deadline)
+		if left <= 0 {
 			return current, errTooLarge(rev, current)
 		}
 		select {
 		case <-ctx.Done():
 			return current, etcdErr(ctx, ctx.Err())
-		case <-time.After(pause):
+		case <-time.After(min(pause, left)):
 		}
 		pause = min(2*pause, 200*time.Millisecond)
 	}
