@@ -8,6 +8,7 @@ BUF_VERSION := v1.73.0
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 GRPC_GATEWAY_VERSION := v2.31.0
+GOLANGCI_LINT_VERSION := v2.15.0
 
 MODULES := . pkg proto conformance services/storage services/registry services/validator services/converter services/gateway
 SERVICES := gateway registry validator converter storage
@@ -24,6 +25,8 @@ $(BIN)/protoc-gen-go-grpc:
 	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 $(BIN)/protoc-gen-grpc-gateway:
 	GOBIN=$(BIN) $(GO) install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION)
+$(BIN)/golangci-lint:
+	GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway
 
@@ -37,6 +40,23 @@ check-generated: generate
 	@if [ -n "$$(git status --porcelain -- proto)" ]; then \
 		echo "generated code in proto/ is stale; run 'make generate' and commit:"; \
 		git status --porcelain -- proto; git --no-pager diff --stat -- proto; exit 1; fi
+
+## lint: golangci-lint (.golangci.yml: the import rules as depguard rules,
+## errcheck, staticcheck, gosec, govet, revive's exported rule on pkg/) in
+## every module of MODULES, then buf lint and buf breaking against BUF_AGAINST:
+## the branch main, or on main the commit before (nothing to compare in a
+## clone of depth 1: then main itself, which passes).
+LINT_CONCURRENCY ?= 1
+HASH := \#
+BUF_AGAINST ?= .git$(HASH)$(shell \
+	if [ "$$(git rev-parse --abbrev-ref HEAD 2>/dev/null)" != main ] && git rev-parse -q --verify refs/heads/main >/dev/null; then echo branch=main; \
+	elif git rev-parse -q --verify 'HEAD~1^{commit}' >/dev/null; then echo ref=HEAD~1; \
+	else echo branch=main; fi)
+lint: $(BIN)/golangci-lint $(BIN)/buf
+	@fail=0; for m in $(MODULES); do echo "== golangci-lint $$m"; \
+		(cd $$m && golangci-lint run --config $(CURDIR)/.golangci.yml --concurrency $(LINT_CONCURRENCY) ./...) || fail=1; done; exit $$fail
+	buf lint
+	buf breaking --against '$(BUF_AGAINST)'
 
 ## build: the all-in-one binary and one binary per service, into ./bin.
 build:

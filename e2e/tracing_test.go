@@ -24,7 +24,7 @@ func TestOneCreateOneTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer shutdown(context.Background())
+	defer func() { _ = shutdown(context.Background()) }()
 
 	p, cfg := platformtest.Start(t)
 	platformtest.CreateCRD(t, dynamic.NewForConfigOrDie(cfg), platformtest.Object(t, []byte(platformtest.CronTabCRD)))

@@ -109,7 +109,7 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 	p := &Platform{Token: cfg.Token, cancel: cancel, errs: make(chan error, 8)}
 	defer func() {
 		if err != nil {
-			p.Close()
+			_ = p.Close() // the start error is the one to report
 		}
 	}()
 

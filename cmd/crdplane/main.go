@@ -105,7 +105,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer shutdown(context.Background())
+	defer func() { _ = shutdown(context.Background()) }() // flushes spans at exit; nothing to report to
 
 	if *credentials == "" {
 		*credentials = filepath.Join(*dataDir, "pki")
@@ -126,7 +126,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer p.Close()
+	defer func() { _ = p.Close() }() // run's answer is how it ended, not how it closed
 	fmt.Printf("crdplane is serving the Kubernetes API at %s\n", p.URL)
 	fmt.Printf("kubeconfig written to %s; try:\n  kubectl --kubeconfig %s api-resources\n", *kubeconfig, *kubeconfig)
 

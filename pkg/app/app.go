@@ -128,7 +128,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.HTTPAddr != "" {
 		hl, err := net.Listen("tcp", cfg.HTTPAddr)
 		if err != nil {
-			lis.Close()
+			_ = lis.Close() // the listen error is the one to report
 			return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 		}
 		httpSrv = &http.Server{Handler: OpsHandler(h), ReadHeaderTimeout: 10 * time.Second}

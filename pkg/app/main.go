@@ -163,7 +163,7 @@ func runSelf(ctx context.Context, r Runner, httpAddr string) error {
 		}
 		ops := &http.Server{Handler: OpsHandler(NewHealth(r.Ready)), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = ops.Serve(hl) }()
-		defer ops.Close()
+		defer func() { _ = ops.Close() }() // the ops endpoint goes with the process
 	}
 	return r.Run(ctx)
 }

@@ -116,7 +116,7 @@ func Probe(ctx context.Context, cfg *tls.Config, endpoint string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }() // a probe connection: nothing written
 	deadline := time.Now().Add(verdictWait)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d

@@ -67,8 +67,8 @@ func Walk(jsonPath string, allowArrays bool, step func(name string) error) error
 func tokenize(s string) []string {
 	var toks []string
 	for len(s) > 0 {
-		switch {
-		case s[0] == '\'':
+		switch s[0] {
+		case '\'':
 			end := -1
 			for i := 1; i < len(s); i++ {
 				if s[i] == '\'' && s[i-1] != '\\' {
@@ -80,7 +80,7 @@ func tokenize(s string) []string {
 				return append(toks, s)
 			}
 			toks, s = append(toks, s[:end+1]), s[end+1:]
-		case s[0] == '.' || s[0] == '[' || s[0] == ']':
+		case '.', '[', ']':
 			toks, s = append(toks, s[:1]), s[1:]
 		default:
 			i := strings.IndexAny(s, ".[]")

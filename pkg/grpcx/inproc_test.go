@@ -44,7 +44,7 @@ func (p *probe) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*h
 			return nil, status.Error(codes.Internal, "the caller's outgoing metadata leaked into the handler")
 		}
 		_ = grpc.SetHeader(ctx, metadata.Pairs("h", "header-"+strings.Join(md.Get("x-in"), ",")))
-		grpc.SetTrailer(ctx, metadata.Pairs("t", "trailer"))
+		_ = grpc.SetTrailer(ctx, metadata.Pairs("t", "trailer"))
 	case "block":
 		<-ctx.Done()
 		p.canceled.Add(1)

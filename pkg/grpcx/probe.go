@@ -51,7 +51,7 @@ func (p *Probe) Run(ctx context.Context) {
 	t := time.NewTicker(ProbeInterval)
 	defer t.Stop()
 	for {
-		p.Check(ctx)
+		_ = p.Check(ctx) // the probe records its verdict; Run has no caller to tell
 		select {
 		case <-ctx.Done():
 			return

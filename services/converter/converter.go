@@ -17,12 +17,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/crdplane/crdplane/pkg/convert"
 	"github.com/crdplane/crdplane/pkg/crdcache"
 	"github.com/crdplane/crdplane/pkg/grpcx"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	converterv1 "github.com/crdplane/crdplane/proto/crdplane/converter/v1"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
-	"github.com/crdplane/crdplane/services/converter/convert"
 	"github.com/crdplane/crdplane/services/converter/webhook"
 )
 

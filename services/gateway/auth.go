@@ -153,7 +153,7 @@ func readTokenEntries(path string) ([]tokenEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("token file: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	var entries []tokenEntry
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {

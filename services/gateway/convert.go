@@ -8,10 +8,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/crdplane/crdplane/pkg/convert"
 	"github.com/crdplane/crdplane/pkg/grpcx"
 	"github.com/crdplane/crdplane/pkg/jsonscan"
 	converterv1 "github.com/crdplane/crdplane/proto/crdplane/converter/v1"
-	"github.com/crdplane/crdplane/services/converter/convert"
 )
 
 // convertObjects converts custom resources of r to apiVersion: None

@@ -52,7 +52,7 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s := &Service{cfg: cfg}
 	defer func() {
 		if err != nil {
-			s.closeClients()
+			_ = s.closeClients() // the construction error is the one to report
 		}
 	}()
 	if cfg.Elector == nil && len(cfg.EtcdEndpoints) == 0 && cfg.EtcdTLS.Enabled() {

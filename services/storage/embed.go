@@ -41,7 +41,7 @@ func startEmbedded(ctx context.Context, cfg Config, zl *zap.Logger, log *slog.Lo
 	}
 	// etcd wants its data directory private; a pre-existing one (a test's
 	// temporary directory, say) may have been created 0755.
-	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
+	if err := os.Chmod(cfg.DataDir, 0o700); err != nil { //nolint:gosec // G302: a directory, private (0700)
 		return nil, fmt.Errorf("embedded etcd: %w", err)
 	}
 	clientURL, err := embeddedClientURL(cfg)

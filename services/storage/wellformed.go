@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -90,7 +90,7 @@ func checkName(k objectKey, name string) error {
 	case len(name) > maxNameLength:
 		return fmt.Errorf("metadata.name: must be no more than %d characters", maxNameLength)
 	}
-	if msgs := path.IsValidPathSegmentName(name); len(msgs) > 0 {
+	if msgs := content.IsPathSegmentName(name); len(msgs) > 0 {
 		return fmt.Errorf("metadata.name: %q: %s", name, strings.Join(msgs, "; "))
 	}
 	if name != k.name {

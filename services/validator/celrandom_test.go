@@ -134,17 +134,11 @@ func TestAdmitCELRandomDifferential(t *testing.T) {
 		var errs field.ErrorList
 		switch {
 		case sub == "status":
-			for _, e := range up.status(rec, o, up.decode(t, req.OldObject, true)) {
-				errs = append(errs, e)
-			}
+			errs = append(errs, up.status(rec, o, up.decode(t, req.OldObject, true))...)
 		case old != "":
-			for _, e := range up.update(rec, o, up.decode(t, req.OldObject, true)) {
-				errs = append(errs, e)
-			}
+			errs = append(errs, up.update(rec, o, up.decode(t, req.OldObject, true))...)
 		default:
-			for _, e := range up.create(rec, o) {
-				errs = append(errs, e)
-			}
+			errs = append(errs, up.create(rec, o)...)
 		}
 		for _, e := range errs {
 			want = append(want, fielderr.Error(e))

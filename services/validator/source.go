@@ -140,7 +140,7 @@ func readCRDs(path string) ([]*CRD, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
 	var out []*CRD
 	for i := 0; ; i++ {

@@ -45,7 +45,7 @@ func probe(url string, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("%s: %s: %s", url, resp.Status, body)

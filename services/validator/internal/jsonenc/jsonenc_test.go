@@ -3,6 +3,7 @@ package jsonenc
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -11,7 +12,7 @@ func TestMatchesEncodingJSON(t *testing.T) {
 	values := []any{
 		nil, true, false, "", "plain", "quote\" back\\slash", "<html> & co", "ctl\x00\x01\x1f\b\f\n\r\t",
 		"bad utf8 \xff\xfe", "line\u2028sep\u2029", "ünïcødé ✓ 𝄞", int64(0), int64(-9223372036854775808),
-		int64(9007199254740993), 0.0, -0.0, 1.5, 1e20, 1e21, 1e-6, 1e-7, 123456789.125, -2.5e-10, 3.0,
+		int64(9007199254740993), 0.0, math.Copysign(0, -1), 1.5, 1e20, 1e21, 1e-6, 1e-7, 123456789.125, -2.5e-10, 3.0,
 		map[string]any{}, []any{}, map[string]any{"b": int64(1), "a": []any{"x", nil, map[string]any{"<": ">"}}},
 		map[string]any(nil), []any(nil),
 	}
