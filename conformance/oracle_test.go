@@ -66,7 +66,9 @@ func TestOracle(t *testing.T) {
 	defer cp.Stop()
 	t.Logf("servers ready in %s: upstream %s, crdplane %s", time.Since(start).Round(time.Millisecond), up.URL, cp.URL)
 
-	r := &Runner{Upstream: up, Crdplane: cp, Dir: "."}
+	hook := StartConversionWebhook()
+	defer hook.Close()
+	r := &Runner{Upstream: up, Crdplane: cp, Dir: ".", Vars: hook.Vars()}
 	var results []Result
 	// Files use their own groups and clean up after themselves, so several
 	// run at once (CONFORMANCE_PARALLEL, default 4; 1 runs them in order).

@@ -42,6 +42,9 @@ type Runner struct {
 	Upstream, Crdplane *Server
 	// Dir is the conformance directory; bodyFile paths are relative to it.
 	Dir string
+	// Vars are set on both sides before each file (the conversion
+	// webhook's URL and CA bundle).
+	Vars map[string]string
 	Now func() time.Time
 }
 
@@ -64,6 +67,11 @@ func (r *Runner) RunFile(ctx context.Context, f *File) ([]Result, error) {
 	sides := [2]*side{
 		{srv: r.Upstream, norm: normalizer{host: r.Upstream.Host(), now: now}, vars: map[string]string{}, watches: map[string]*watchStream{}},
 		{srv: r.Crdplane, norm: normalizer{host: r.Crdplane.Host(), now: now}, vars: map[string]string{}, watches: map[string]*watchStream{}},
+	}
+	for _, s := range sides {
+		for k, v := range r.Vars {
+			s.vars[k] = v
+		}
 	}
 	defer func() {
 		for _, s := range sides {

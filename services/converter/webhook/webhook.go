@@ -34,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -102,7 +104,10 @@ func (c *Converter) Convert(ctx context.Context, crd *apiextensionsv1.CustomReso
 		if errors.As(err, &status) {
 			return nil, err
 		}
-		return nil, apierrors.NewInternalError(err)
+		// Upstream's converter returns a plain error, which its handlers
+		// answer as a 500 with the error's text and no reason (not
+		// "Internal error occurred: ...").
+		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Message: err.Error()}}
 	}
 	return out, nil
 }
