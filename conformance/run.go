@@ -45,7 +45,7 @@ type Runner struct {
 	// Vars are set on both sides before each file (the conversion
 	// webhook's URL and CA bundle).
 	Vars map[string]string
-	Now func() time.Time
+	Now  func() time.Time
 }
 
 // side is one server's state while a file runs.
