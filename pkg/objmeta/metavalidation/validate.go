@@ -19,8 +19,8 @@ package metavalidation
 import (
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
-	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -42,7 +42,10 @@ func IsQualifiedName(value string) []string { return words(utilvalidation.IsQual
 
 // ValidatePathSegmentName checks that a name can be a path segment.
 func ValidatePathSegmentName(name string, prefix bool) []string {
-	return path.ValidatePathSegmentName(name, prefix)
+	if prefix {
+		return content.IsPathSegmentPrefix(name)
+	}
+	return content.IsPathSegmentName(name)
 }
 
 // ValidateObjectMetaAccessor validates the metadata of a created object.
