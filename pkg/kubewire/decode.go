@@ -1,0 +1,232 @@
+package kubewire
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured/unstructuredscheme"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
+)
+
+// customResourceCodecs is the serializer set of upstream's crdHandler for
+// custom resources, built from the library serializers with an
+// unstructured creator and typer: JSON (with its pretty variant), YAML and
+// protobuf (which encodes no custom resource; it serves the
+// PartialObjectMetadata transformations and decodes nothing).
+var customResourceCodecs = func() mediaTypes {
+	creator, typer := unstructuredscheme.NewUnstructuredCreator(), unstructuredscheme.NewUnstructuredObjectTyper()
+	return mediaTypes{
+		{
+			MediaType: ContentTypeJSON, MediaTypeType: "application", MediaTypeSubType: "json", EncodesAsText: true,
+			Serializer:       kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, creator, typer, kjson.SerializerOptions{}),
+			PrettySerializer: kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, creator, typer, kjson.SerializerOptions{Pretty: true}),
+			StrictSerializer: kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, creator, typer, kjson.SerializerOptions{Strict: true}),
+			StreamSerializer: &runtime.StreamSerializerInfo{
+				EncodesAsText: true,
+				Serializer:    kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, creator, typer, kjson.SerializerOptions{}),
+				Framer:        kjson.Framer,
+			},
+		},
+		{
+			MediaType: ContentTypeYAML, MediaTypeType: "application", MediaTypeSubType: "yaml", EncodesAsText: true,
+			Serializer:       kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, creator, typer, kjson.SerializerOptions{Yaml: true}),
+			StrictSerializer: kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, creator, typer, kjson.SerializerOptions{Yaml: true, Strict: true}),
+		},
+		{
+			MediaType: ContentTypeProtobuf, MediaTypeType: "application", MediaTypeSubType: "vnd.kubernetes.protobuf",
+			Serializer: protobuf.NewSerializer(creator, typer),
+			StreamSerializer: &runtime.StreamSerializerInfo{
+				Serializer: protobuf.NewRawSerializer(creator, typer),
+				Framer:     protobuf.LengthDelimitedFramer,
+			},
+		},
+	}
+}()
+
+// Body is a request body after content negotiation.
+type Body struct {
+	// MediaType is the body's negotiated media type (ContentTypeJSON,
+	// ContentTypeYAML or ContentTypeProtobuf).
+	MediaType string
+	// JSON is the object as JSON when the body was protobuf (decoded with
+	// upstream's serializer, defaulted, and encoded as the registry takes
+	// it). For JSON and YAML it is the body as sent: the caller's JSON
+	// and YAML paths (strict decoding, their error wording) apply.
+	JSON []byte
+}
+
+// DecodeBody negotiates a create or update body's Content-Type as upstream
+// does for the endpoint (an empty Content-Type is JSON; anything the
+// endpoint's serializers do not offer is upstream's 415) and decodes a
+// protobuf body: for CustomResourceDefinitions (TargetCRD) with the
+// apiextensions codecs into the typed object, checked to be of
+// apiextensions.k8s.io/v1, with upstream's 400 wording for what does not
+// decode; for custom resources with the crdHandler's protobuf
+// serializer, which decodes none (upstream's 400). The JSON of a decoded
+// body is returned for the registry.
+func DecodeBody(contentType string, body []byte, t Target) (Body, error) {
+	ns, _ := targetSerializers(t)
+	info, err := negotiation.NegotiateInputSerializerForMediaType(contentType, false, ns)
+	if err != nil {
+		return Body{}, statusError(err)
+	}
+	b := Body{MediaType: info.MediaType, JSON: body}
+	if info.MediaType != ContentTypeProtobuf {
+		return b, nil
+	}
+	switch t {
+	case TargetCRD:
+		doc, err := decodeCRD(info.Serializer, body)
+		if err != nil {
+			return Body{}, err
+		}
+		b.JSON = doc
+	default:
+		// the crdHandler's protobuf decoder: it decodes no custom
+		// resource; its error, worded as the handler words it
+		into := &unstructured.Unstructured{}
+		_, gvk, err := info.Serializer.Decode(body, nil, into)
+		if err == nil {
+			err = NotMarshalableError()
+		}
+		return Body{}, decodeError(err, "", gvk, body)
+	}
+	return b, nil
+}
+
+var crdV1 = apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition")
+
+// decodeCRD decodes a protobuf CustomResourceDefinition as upstream's
+// create and update handlers do (to the internal version, defaulted), and
+// returns it as apiextensions.k8s.io/v1 JSON.
+func decodeCRD(s runtime.Decoder, body []byte) ([]byte, error) {
+	decoder := builtinCodecs.DecoderToVersion(s, apiextensions.SchemeGroupVersion)
+	into := &apiextensions.CustomResourceDefinition{}
+	def := crdV1
+	obj, gvk, err := decoder.Decode(body, &def, into)
+	if err != nil {
+		return nil, decodeError(err, "CustomResourceDefinition", gvk, body)
+	}
+	if gv := gvk.GroupVersion(); gv != apiextensionsv1.SchemeGroupVersion {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%v)", gv.String(), apiextensionsv1.SchemeGroupVersion.String()))
+	}
+	out := &apiextensionsv1.CustomResourceDefinition{}
+	if err := builtinScheme.Convert(obj, out, nil); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	out.SetGroupVersionKind(crdV1)
+	doc, err := json.Marshal(out)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return doc, nil
+}
+
+// decodeError words a body that does not decode as upstream's handlers
+// do: "<Kind> in version "<v>" cannot be handled as a <into>: <err>" when
+// the body named a kind, else "the object provided is unrecognized (must
+// be of type <into>): <err> (<summary of the body>)". A custom resource's
+// into kind is the one the unstructured typer reports (none: its error).
+func decodeError(err error, intoKind string, gvk *schema.GroupVersionKind, body []byte) error {
+	if intoKind == "" {
+		// the unstructured typer cannot type an empty object
+		_, _, terr := unstructuredscheme.NewUnstructuredObjectTyper().ObjectKinds(&unstructured.Unstructured{})
+		if terr != nil {
+			return apierrors.NewBadRequest(terr.Error())
+		}
+	}
+	msg := upstreamSchemeName(err.Error())
+	if gvk != nil && gvk.Kind != "" {
+		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %s", gvk.Kind, gvk.Version, intoKind, msg))
+	}
+	return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %s (%s)", intoKind, msg, summarize(body, 30)))
+}
+
+// summarize abbreviates a body for an error message as upstream's
+// handlers do: JSON as text, anything else in hex, cut at max bytes.
+func summarize(data []byte, maxLen int) string {
+	switch {
+	case len(data) == 0:
+		return "<empty>"
+	case data[0] == '{':
+		if len(data) > maxLen {
+			return string(data[:maxLen]) + " ..."
+		}
+		return string(data)
+	default:
+		if len(data) > maxLen {
+			return hex.EncodeToString(data[:maxLen]) + " ..."
+		}
+		return hex.EncodeToString(data)
+	}
+}
+
+// builtinSchemeName is this package's scheme's name in the scheme's
+// errors, upstreamSchemeName the name upstream's apiextensions scheme has.
+var builtinSchemeName = func() string {
+	_, _, err := builtinScheme.ObjectKinds(&metav1.List{})
+	s := err.Error()
+	if i := strings.LastIndex(s, ` in scheme "`); i >= 0 {
+		return s[i+len(` in scheme "`) : len(s)-1]
+	}
+	return ""
+}()
+
+// upstreamApiextensionsSchemeName is the name of upstream's apiextensions
+// Scheme (k8s.io/apiextensions-apiserver/pkg/apiserver) as v1.33 reports
+// it in "no kind is registered" errors.
+const upstreamApiextensionsSchemeName = "pkg/apiserver/apiserver.go:49"
+
+func upstreamSchemeName(msg string) string {
+	if builtinSchemeName == "" {
+		return msg
+	}
+	return strings.ReplaceAll(msg, `in scheme "`+builtinSchemeName+`"`, `in scheme "`+upstreamApiextensionsSchemeName+`"`)
+}
+
+// DecodeDeleteOptions negotiates a DELETE body's Content-Type with the
+// meta internal version codecs as upstream's delete handlers do (415 for
+// what they do not offer) and decodes a protobuf body into meta.k8s.io/v1
+// DeleteOptions, returned as JSON for the caller's JSON path; its decode
+// failures are plain errors (upstream answers them 500 with the
+// decoder's message). JSON and YAML bodies are returned as they are.
+func DecodeDeleteOptions(contentType string, body []byte) (Body, error) {
+	codecs := metainternalversionscheme.Codecs
+	info, err := negotiation.NegotiateInputSerializerForMediaType(contentType, false, codecs)
+	if err != nil {
+		return Body{}, statusError(err)
+	}
+	b := Body{MediaType: info.MediaType, JSON: body}
+	if info.MediaType != ContentTypeProtobuf {
+		return b, nil
+	}
+	opts := &metav1.DeleteOptions{}
+	def := metav1.SchemeGroupVersion.WithKind("DeleteOptions")
+	obj, _, err := codecs.DecoderToVersion(info.Serializer, def.GroupVersion()).Decode(body, &def, opts)
+	if err != nil {
+		return Body{}, err
+	}
+	if obj != opts {
+		return Body{}, errors.New("decoded object cannot be converted to DeleteOptions")
+	}
+	opts.SetGroupVersionKind(def)
+	doc, err := json.Marshal(opts)
+	if err != nil {
+		return Body{}, apierrors.NewInternalError(err)
+	}
+	b.JSON = doc
+	return b, nil
+}
