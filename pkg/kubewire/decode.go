@@ -68,43 +68,69 @@ type Body struct {
 	JSON []byte
 }
 
+// BodyRequest is a create or update request body.
+type BodyRequest struct {
+	// ContentType is the Content-Type header ("" is JSON).
+	ContentType string
+	Body        []byte
+	// Target is TargetCRD (create and update of CustomResourceDefinitions
+	// and their status) or TargetCustomResource.
+	Target Target
+	// Kind is the custom resource's kind (TargetCustomResource), which
+	// upstream's decode errors name.
+	Kind string
+	// FieldValidation is the request's fieldValidation parameter.
+	FieldValidation string
+}
+
+// ErrAbortConnection reports a request upstream answers by closing the
+// connection without a response: a protobuf body for a custom resource
+// with field validation Warn (the default) or Strict, where upstream's
+// handler looks for a strict protobuf decoder the crdHandler does not
+// have and panics (its panic recovery aborts the connection; the server
+// keeps serving). The caller should abort the request the same way
+// (panic(http.ErrAbortHandler) in a net/http handler) or decide otherwise.
+var ErrAbortConnection = errors.New("upstream aborts the connection: no strict protobuf decoder for custom resources")
+
 // DecodeBody negotiates a create or update body's Content-Type as upstream
 // does for the endpoint (an empty Content-Type is JSON; anything the
 // endpoint's serializers do not offer is upstream's 415) and decodes a
 // protobuf body: for CustomResourceDefinitions (TargetCRD) with the
 // apiextensions codecs into the typed object, checked to be of
-// apiextensions.k8s.io/v1, with upstream's 400 wording for what does not
-// decode; for custom resources with the crdHandler's protobuf
-// serializer, which decodes none (upstream's 400). The JSON of a decoded
-// body is returned for the registry.
-func DecodeBody(contentType string, body []byte, t Target) (Body, error) {
-	ns, _ := targetSerializers(t)
-	info, err := negotiation.NegotiateInputSerializerForMediaType(contentType, false, ns)
+// apiextensions.k8s.io/v1, defaulted, and returned as JSON for the
+// registry (unknown protobuf fields are dropped, as upstream drops them);
+// for custom resources with the crdHandler's protobuf serializer, which
+// decodes none: upstream's 400 (field validation Ignore) or
+// ErrAbortConnection. What does not decode is upstream's 400 BadRequest
+// with its wording. JSON and YAML bodies are returned as they are.
+func DecodeBody(r BodyRequest) (Body, error) {
+	ns, _ := targetSerializers(r.Target)
+	info, err := negotiation.NegotiateInputSerializerForMediaType(r.ContentType, false, ns)
 	if err != nil {
 		return Body{}, statusError(err)
 	}
-	b := Body{MediaType: info.MediaType, JSON: body}
+	b := Body{MediaType: info.MediaType, JSON: r.Body}
 	if info.MediaType != ContentTypeProtobuf {
 		return b, nil
 	}
-	switch t {
-	case TargetCRD:
-		doc, err := decodeCRD(info.Serializer, body)
+	if r.Target == TargetCRD {
+		doc, err := decodeCRD(info.Serializer, r.Body)
 		if err != nil {
 			return Body{}, err
 		}
 		b.JSON = doc
-	default:
-		// the crdHandler's protobuf decoder: it decodes no custom
-		// resource; its error, worded as the handler words it
-		into := &unstructured.Unstructured{}
-		_, gvk, err := info.Serializer.Decode(body, nil, into)
-		if err == nil {
-			err = NotMarshalableError()
-		}
-		return Body{}, decodeError(err, "", gvk, body)
+		return b, nil
 	}
-	return b, nil
+	if r.FieldValidation != metav1.FieldValidationIgnore {
+		return Body{}, ErrAbortConnection
+	}
+	// the crdHandler's protobuf decoder, into the empty object its
+	// versioning decoder uses: it types no custom resource
+	_, gvk, err := info.Serializer.Decode(r.Body, nil, &unstructured.Unstructured{})
+	if err == nil {
+		err = NotMarshalableError()
+	}
+	return Body{}, decodeError(err, r.Kind, gvk, r.Body)
 }
 
 var crdV1 = apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition")
@@ -138,16 +164,8 @@ func decodeCRD(s runtime.Decoder, body []byte) ([]byte, error) {
 // decodeError words a body that does not decode as upstream's handlers
 // do: "<Kind> in version "<v>" cannot be handled as a <into>: <err>" when
 // the body named a kind, else "the object provided is unrecognized (must
-// be of type <into>): <err> (<summary of the body>)". A custom resource's
-// into kind is the one the unstructured typer reports (none: its error).
+// be of type <into>): <err> (<summary of the body>)".
 func decodeError(err error, intoKind string, gvk *schema.GroupVersionKind, body []byte) error {
-	if intoKind == "" {
-		// the unstructured typer cannot type an empty object
-		_, _, terr := unstructuredscheme.NewUnstructuredObjectTyper().ObjectKinds(&unstructured.Unstructured{})
-		if terr != nil {
-			return apierrors.NewBadRequest(terr.Error())
-		}
-	}
 	msg := upstreamSchemeName(err.Error())
 	if gvk != nil && gvk.Kind != "" {
 		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %s", gvk.Kind, gvk.Version, intoKind, msg))
@@ -185,10 +203,11 @@ var builtinSchemeName = func() string {
 	return ""
 }()
 
-// upstreamApiextensionsSchemeName is the name of upstream's apiextensions
-// Scheme (k8s.io/apiextensions-apiserver/pkg/apiserver) as v1.33 reports
-// it in "no kind is registered" errors.
-const upstreamApiextensionsSchemeName = "pkg/apiserver/apiserver.go:49"
+// upstreamApiextensionsSchemeName is the name upstream's apiextensions
+// Scheme has in v1.33's "no kind is registered" errors (observed: the
+// callsite name apimachinery v0.33's NewScheme gives it; v0.37's names
+// this package's scheme pkg/runtime/scheme.go:111).
+const upstreamApiextensionsSchemeName = "pkg/runtime/scheme.go:110"
 
 func upstreamSchemeName(msg string) string {
 	if builtinSchemeName == "" {

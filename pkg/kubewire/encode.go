@@ -2,11 +2,13 @@ package kubewire
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -88,6 +90,22 @@ func (e *Encoder) Object(doc []byte) ([]byte, error) {
 	wt, err := lookupWireType(gvk)
 	if err != nil {
 		return nil, err
+	}
+	if wt.item != "" {
+		// a list document: its items through List (cached, and encoded
+		// as their kind is)
+		var l struct {
+			Metadata metav1.ListMeta  `json:"metadata"`
+			Items    []sigsjsonRawMsg `json:"items"`
+		}
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(doc, &l); err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("decode %s: %w", h.kind, err))
+		}
+		items := make([][]byte, len(l.Items))
+		for i, it := range l.Items {
+			items[i] = it
+		}
+		return e.List(h.apiVersion, h.kind, ListMeta{ResourceVersion: l.Metadata.ResourceVersion, Continue: l.Metadata.Continue, RemainingItemCount: l.Metadata.RemainingItemCount}, items)
 	}
 	msg, err := e.item(gvk, wt, doc, h)
 	if err != nil {
@@ -251,12 +269,71 @@ func marshalJSON(wt wireType, doc []byte) ([]byte, error) {
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(doc, obj); err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("decode %T: %w", obj, err))
 	}
+	if wt.marshal != nil {
+		return wt.marshal(obj)
+	}
 	b := make([]byte, obj.Size())
 	n, err := obj.MarshalToSizedBuffer(b)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
 	return b[len(b)-n:], nil
+}
+
+// sigsjsonRawMsg is a raw JSON value.
+type sigsjsonRawMsg = json.RawMessage
+
+// marshalCRDv133 encodes a CustomResourceDefinition as v1.33's generated
+// code does: the v0.37 types add status.observedGeneration (field 4) and
+// status.conditions[].observedGeneration (field 6), which their marshaler
+// always writes (last, being the highest field numbers); v1.33 has
+// neither. The metadata and spec are the generated encodings; the status
+// is the generated encoding of each part without those fields.
+func marshalCRDv133(o protoObject) ([]byte, error) {
+	crd, ok := o.(*apiextensionsv1.CustomResourceDefinition)
+	if !ok {
+		return nil, apierrors.NewInternalError(fmt.Errorf("marshal %T as a CustomResourceDefinition", o))
+	}
+	md, err := crd.ObjectMeta.Marshal()
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	spec, err := crd.Spec.Marshal()
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	var status []byte
+	for i := range crd.Status.Conditions {
+		c := crd.Status.Conditions[i]
+		og := c.ObservedGeneration
+		b, err := c.Marshal()
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		status = appendField(status, 1, withoutTrailingVarint(b, 6, og))
+	}
+	names, err := crd.Status.AcceptedNames.Marshal()
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	status = appendField(status, 2, names)
+	for _, v := range crd.Status.StoredVersions {
+		status = appendField(status, 3, []byte(v))
+	}
+	out := make([]byte, 0, fieldSize(len(md))+fieldSize(len(spec))+fieldSize(len(status)))
+	out = appendField(out, 1, md)
+	out = appendField(out, 2, spec)
+	return appendField(out, 3, status), nil
+}
+
+// withoutTrailingVarint drops the varint field num = v a generated
+// marshaler wrote last.
+func withoutTrailingVarint(b []byte, num protowire.Number, v int64) []byte {
+	n := protowire.SizeTag(num) + protowire.SizeVarint(uint64(v))
+	if len(b) < n {
+		return b
+	}
+	return b[:len(b)-n]
 }
 
 // envelope: prefix, runtime.Unknown{typeMeta (1), raw (2), contentEncoding

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,29 +17,38 @@ import (
 )
 
 // Target is the kind of endpoint a request is negotiated for: each has
-// upstream's serializer set and endpoint restrictions.
+// upstream's serializer set and endpoint restrictions, and the typed
+// (go-restful) routes their Accept pre-check.
 type Target int
 
 const (
-	// TargetCRD is apiextensions.k8s.io/v1 customresourcedefinitions (and
-	// their status): a typed endpoint with JSON, YAML and protobuf; Table
-	// in JSON or YAML; PartialObjectMetadata(List) in any of them.
+	// TargetCRD is a go-restful route of one CustomResourceDefinition (GET,
+	// create, update, patch, delete, deletecollection, and the status
+	// subresource): JSON, YAML and protobuf; Table in JSON or YAML;
+	// PartialObjectMetadata(List) in any of them.
 	TargetCRD Target = iota
+	// TargetCRDCollection is the LIST and WATCH route of
+	// customresourcedefinitions: as TargetCRD, its go-restful route also
+	// producing the watch stream types.
+	TargetCRDCollection
 	// TargetCustomResource is a custom resource (and its status): the
 	// crdHandler's JSON, YAML and protobuf serializers, protobuf only for a
 	// transformation (PartialObjectMetadata(List)); Table in JSON or YAML.
 	TargetCustomResource
 	// TargetScale is a custom resource's scale subresource: the autoscaling
-	// codecs (JSON, YAML, protobuf) with the custom resource's standard
-	// serializers (JSON, YAML) when not transforming.
+	// codecs with the custom resource's standard serializers (JSON, YAML)
+	// when not transforming.
 	TargetScale
-	// TargetDiscovery is /api, /apis, /apis/<group> and
-	// /apis/<group>/<version>: the typed codecs without transformations,
-	// except that /apis and /api (RootDiscovery) may ask for aggregated
-	// discovery (as=APIGroupDiscoveryList;g=apidiscovery.k8s.io;v=v2).
+	// TargetBuiltinDiscovery is /apis/apiextensions.k8s.io and
+	// /apis/apiextensions.k8s.io/v1 (go-restful routes): the typed codecs,
+	// no transformations.
+	TargetBuiltinDiscovery
+	// TargetDiscovery is /apis/<group> and /apis/<group>/<version> of the
+	// custom resources' groups: the typed codecs, no transformations.
 	TargetDiscovery
-	// TargetRootDiscovery is /apis and /api, which serve aggregated
-	// discovery when asked for it.
+	// TargetRootDiscovery is /apis and /api: legacy discovery, or
+	// aggregated discovery when asked for with
+	// as=APIGroupDiscoveryList;g=apidiscovery.k8s.io;v=v2.
 	TargetRootDiscovery
 )
 
@@ -87,6 +98,10 @@ type Output struct {
 	TransformGV schema.GroupVersion
 	// Stream is the stream parameter asked for ("watch" or "").
 	Stream string
+	// Raw is upstream's fallback rendering of an error Status whose
+	// Accept cannot be served (ErrorOutput): JSON indented by two spaces,
+	// without a trailing newline, whatever pretty says.
+	Raw bool
 }
 
 // Protobuf reports whether the response is Kubernetes protobuf.
@@ -183,11 +198,49 @@ func targetSerializers(t Target) (runtime.NegotiatedSerializer, negotiation.Endp
 		return customResourceCodecs, restrictions{standard: []string{ContentTypeJSON, ContentTypeYAML}, table: true}
 	case TargetScale:
 		return builtinCodecs, restrictions{standard: []string{ContentTypeJSON, ContentTypeYAML}, table: true}
-	case TargetDiscovery, TargetRootDiscovery:
+	case TargetBuiltinDiscovery, TargetDiscovery, TargetRootDiscovery:
 		return builtinCodecs, negotiation.DefaultEndpointRestrictions
 	default:
 		return builtinCodecs, restrictions{table: true}
 	}
+}
+
+// restfulProduces returns the media types a go-restful route of the target
+// produces (nil for a target upstream serves without go-restful).
+func restfulProduces(t Target) []string {
+	ns, _ := targetSerializers(t)
+	media, stream := negotiation.MediaTypesForSerializer(ns)
+	switch t {
+	case TargetCRD, TargetBuiltinDiscovery:
+		return media
+	case TargetCRDCollection:
+		return append(media, stream...)
+	}
+	return nil
+}
+
+// restfulAccepts is go-restful's Accept check of a route, which runs before
+// the handler: some comma-separated clause, its parameters dropped and
+// spaces trimmed, is */* or one of the media types the route produces
+// (exactly: application/* is not). No Accept passes.
+func restfulAccepts(accept string, produces []string) bool {
+	if accept == "" {
+		return true
+	}
+	for _, clause := range strings.Split(accept, ",") {
+		mt, _, _ := strings.Cut(clause, ";")
+		mt = strings.TrimSpace(mt)
+		if mt == "*/*" || slices.Contains(produces, mt) {
+			return true
+		}
+	}
+	return false
+}
+
+// restfulNotAcceptable is go-restful's 406 as kube-apiserver renders a
+// route's service error (a generic server response).
+func restfulNotAcceptable(produces []string) error {
+	return apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "", schema.GroupResource{}, "", "406: Not Acceptable\n\nAvailable representations: "+strings.Join(produces, ", "), 0, false)
 }
 
 // Negotiate picks the response encoding of a GET, LIST, create, update,
@@ -196,6 +249,9 @@ func targetSerializers(t Target) (runtime.NegotiatedSerializer, negotiation.Endp
 // offers and whose transformation the endpoint allows. No Accept is JSON.
 // Nothing acceptable is upstream's 406 NotAcceptable Status error.
 func Negotiate(r Request, t Target) (Output, error) {
+	if produces := restfulProduces(t); produces != nil && !restfulAccepts(r.Accept, produces) {
+		return Output{}, restfulNotAcceptable(produces)
+	}
 	ns, restrict := targetSerializers(t)
 	if t == TargetRootDiscovery {
 		// upstream's aggregated discovery wrapper: a clause asking for
@@ -234,6 +290,20 @@ func NegotiateWatch(r Request, t Target) (Output, error) {
 	out.MediaType = info.MediaType
 	out.Pretty = false
 	return out, nil
+}
+
+// ErrorOutput is the encoding of an error Status as upstream writes it
+// (responsewriters.ErrorNegotiated): negotiated from Accept without
+// transformations among the endpoint's serializers (so a protobuf client
+// of a custom resource gets its 406 in protobuf), else indented JSON
+// (Raw).
+func ErrorOutput(r Request, t Target) Output {
+	ns, _ := targetSerializers(t)
+	mt, info, err := negotiation.NegotiateOutputMediaType(r.httpRequest(), ns, negotiation.DefaultEndpointRestrictions)
+	if err != nil {
+		return Output{MediaType: ContentTypeJSON, Pretty: true, Raw: true}
+	}
+	return Output{MediaType: info.MediaType, Pretty: info.Serializer != mt.Accepted.Serializer}
 }
 
 func (r Request) httpRequest() *http.Request {

@@ -77,6 +77,9 @@ type wireType struct {
 	newObject func() protoObject
 	// item is the kind of a list's items ("" for a kind that is no list).
 	item string
+	// marshal, when set, replaces the generated marshaler (for what the
+	// v0.37 types encode that v1.33 does not).
+	marshal func(protoObject) ([]byte, error)
 }
 
 // protoObject is a typed object with upstream's generated protobuf
@@ -90,7 +93,7 @@ type protoObject interface {
 
 // wireTypes are the kinds Encoder encodes, by group/version and kind.
 var wireTypes = map[schema.GroupVersionKind]wireType{
-	apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"):     {newObject: func() protoObject { return &apiextensionsv1.CustomResourceDefinition{} }},
+	apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"):     {newObject: func() protoObject { return &apiextensionsv1.CustomResourceDefinition{} }, marshal: marshalCRDv133},
 	apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinitionList"): {newObject: func() protoObject { return &apiextensionsv1.CustomResourceDefinitionList{} }, item: "CustomResourceDefinition"},
 	unversioned.WithKind("Status"):                                              {newObject: func() protoObject { return &metav1.Status{} }},
 	unversioned.WithKind("APIVersions"):                                         {newObject: func() protoObject { return &metav1.APIVersions{} }},

@@ -37,6 +37,12 @@ func probes() []probe {
 		get("crd get application/*", crdPath, "application/*"),
 		get("crd get sv=v2", crdPath, "application/json;sv=v2"),
 		get("crd get yaml stream", crdPath, "application/yaml;stream=watch"),
+		get("crd get json q=0", crdPath, "application/json;q=0"),
+		get("crd get */*", crdPath, "*/*"),
+		get("crd get pb stream", crdPath, pb+";stream=watch"),
+		get("crd get json,text/html", crdPath, "application/json, text/html"),
+		get("crd get text/html,*/*", crdPath, "text/html, */*;q=0.1"),
+		get("crd get pb pretty", crdPath, "application/json;pretty=1"),
 		get("crd list protobuf", crdsPath, pb),
 		get("crd list pb poml", crdsPath, protoPOML),
 		get("cr get protobuf", crPath, pb),
@@ -44,6 +50,10 @@ func probes() []probe {
 		get("cr get pb pom", crPath, protoPOM),
 		get("cr get pb table", crPath, protoTable),
 		get("cr get cbor", crPath, "application/cbor"),
+		get("cr get application/*", crPath, "application/*"),
+		get("cr get text/html,*/*", crPath, "text/html, */*;q=0.1"),
+		get("cr get text/html", crPath, "text/html"),
+		get("cr get yaml table", crPath, "application/yaml;as=Table;g=meta.k8s.io;v=v1"),
 		get("cr list protobuf", crsPath, pb),
 		get("cr list pb poml", crsPath, protoPOML),
 		get("cr list json table", crsPath, "application/json;as=Table;g=meta.k8s.io;v=v1"),
@@ -83,11 +93,16 @@ func probes() []probe {
 		create("crd create cbor", "application/cbor", func(t testing.TB) []byte { return readJSON(t, "crontab-crd.yaml") }),
 		create("crd create bad ct", "application/json;;", func(t testing.TB) []byte { return readJSON(t, "crontab-crd.yaml") }),
 		{name: "crd update protobuf", method: "PUT", path: crdsPath + "/pbcreates.stable.example.com", contentType: pb, body: func(t testing.TB) []byte { return crdProto(t, "pbcreates") }},
-		{name: "cr create protobuf", method: "POST", path: crsPath, contentType: pb, body: func(t testing.TB) []byte { return crdProto(t, "crs") }},
+		{name: "cr create protobuf ignore", method: "POST", path: crsPath + "?fieldValidation=Ignore", contentType: pb, body: func(t testing.TB) []byte { return crdProto(t, "crs") }},
+		{name: "cr create protobuf garbage ignore", method: "POST", path: crsPath + "?fieldValidation=Ignore", contentType: pb, body: func(testing.TB) []byte { return []byte("k8s\x00\x0a\xff") }},
 		{name: "cr create text/plain", method: "POST", path: crsPath, contentType: "text/plain", body: func(t testing.TB) []byte { return readJSON(t, "crontab-valid.yaml") }},
 		{name: "crd delete pb options", method: "DELETE", path: crdsPath + "/pbcreates.stable.example.com", contentType: pb, body: deleteOptionsProto},
 		{name: "crd delete pb garbage", method: "DELETE", path: crdsPath + "/nothere.stable.example.com", contentType: pb, body: func(testing.TB) []byte { return []byte("k8s\x00\x0a\xff") }},
+		{name: "cr update protobuf ignore", method: "PUT", path: crPath + "?fieldValidation=Ignore", contentType: pb, body: func(t testing.TB) []byte { return crdProto(t, "crs") }},
 		{name: "crd delete text/plain", method: "DELETE", path: crdsPath + "/nothere.stable.example.com", contentType: "text/plain", body: func(testing.TB) []byte { return []byte("{}") }},
+		// last: upstream's handler panics (no strict protobuf decoder) and
+		// the connection is closed without a response
+		{name: "cr create protobuf", method: "POST", path: crsPath, contentType: pb, body: func(t testing.TB) []byte { return crdProto(t, "crs") }},
 	}
 }
 
