@@ -3,6 +3,7 @@ package kubewire
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -266,5 +267,42 @@ func TestItemCacheBounds(t *testing.T) {
 	}
 	if bytes.Equal(before, after) || !bytes.Equal(after, v133(t, upstreamEncode(t, crd, false), false)) {
 		t.Fatal("a new resourceVersion was served from the cache")
+	}
+}
+
+// TestEncoderConcurrent lists from many goroutines through a cache smaller
+// than the list (evictions racing hits); run with -race.
+func TestEncoderConcurrent(t *testing.T) {
+	crds, docs := realisticCRDs(t, 60)
+	list := &apiextensionsv1.CustomResourceDefinitionList{ListMeta: metav1.ListMeta{ResourceVersion: "9"}}
+	for _, c := range crds {
+		list.Items = append(list.Items, *c)
+	}
+	list.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinitionList"))
+	want := v133(t, upstreamEncode(t, list, false), true)
+	e := NewEncoder(EncoderConfig{CacheEntries: 25, Workers: 3})
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			var err error
+			for range 5 {
+				var got []byte
+				if got, err = e.List("apiextensions.k8s.io/v1", "CustomResourceDefinitionList", ListMeta{ResourceVersion: "9"}, docs); err == nil && !bytes.Equal(got, want) {
+					err = fmt.Errorf("goroutine %d: list differs", g)
+				}
+				if err != nil {
+					break
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.Len() > 25 {
+		t.Fatalf("%d entries cached, bound 25", e.Len())
 	}
 }

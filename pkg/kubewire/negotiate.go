@@ -168,24 +168,34 @@ func (restrictions) AllowsStreamSchema(s string) bool { return s == "watch" }
 // as=APIGroupDiscoveryList;g=apidiscovery.k8s.io;v=v2.
 type aggregatedRestrictions struct{}
 
+// AllowsMediaTypeTransform allows aggregated discovery only.
 func (aggregatedRestrictions) AllowsMediaTypeTransform(_, _ string, gvk *schema.GroupVersionKind) bool {
 	return isAggregatedDiscovery(gvk)
 }
-func (aggregatedRestrictions) AllowsServerVersion(string) bool  { return false }
+
+// AllowsServerVersion allows no sv parameter.
+func (aggregatedRestrictions) AllowsServerVersion(string) bool { return false }
+
+// AllowsStreamSchema allows stream=watch.
 func (aggregatedRestrictions) AllowsStreamSchema(s string) bool { return s == "watch" }
 
 func isAggregatedDiscovery(gvk *schema.GroupVersionKind) bool {
 	return gvk != nil && gvk.GroupVersion() == apidiscoveryv2.SchemeGroupVersion && gvk.Kind == string(TransformAPIGroupDiscoveryList)
 }
 
-// mediaTypes is a negotiated serializer offering media types only (what
-// negotiation reads).
+// mediaTypes is a negotiated serializer of a set of serializers, for
+// negotiation and the decoders it picks.
 type mediaTypes []runtime.SerializerInfo
 
+// SupportedMediaTypes returns the serializers.
 func (m mediaTypes) SupportedMediaTypes() []runtime.SerializerInfo { return m }
+
+// EncoderForVersion returns the encoder as it is (negotiation only).
 func (m mediaTypes) EncoderForVersion(e runtime.Encoder, _ runtime.GroupVersioner) runtime.Encoder {
 	return e
 }
+
+// DecoderToVersion returns the decoder as it is (negotiation only).
 func (m mediaTypes) DecoderToVersion(d runtime.Decoder, _ runtime.GroupVersioner) runtime.Decoder {
 	return d
 }
