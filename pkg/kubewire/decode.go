@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -74,7 +75,7 @@ type BodyRequest struct {
 	ContentType string
 	Body        []byte
 	// Target is TargetCRD (create and update of CustomResourceDefinitions
-	// and their status) or TargetCustomResource.
+	// and their status), TargetCustomResource or TargetScale.
 	Target Target
 	// Kind is the custom resource's kind (TargetCustomResource), which
 	// upstream's decode errors name.
@@ -113,8 +114,16 @@ func DecodeBody(r BodyRequest) (Body, error) {
 	if info.MediaType != ContentTypeProtobuf {
 		return b, nil
 	}
-	if r.Target == TargetCRD {
+	switch r.Target {
+	case TargetCRD, TargetCRDCollection:
 		doc, err := decodeCRD(info.Serializer, r.Body)
+		if err != nil {
+			return Body{}, err
+		}
+		b.JSON = doc
+		return b, nil
+	case TargetScale:
+		doc, err := decodeScale(info.Serializer, r.Body)
 		if err != nil {
 			return Body{}, err
 		}
@@ -161,6 +170,31 @@ func decodeCRD(s runtime.Decoder, body []byte) ([]byte, error) {
 	return doc, nil
 }
 
+// decodeScale decodes a protobuf autoscaling/v1 Scale as upstream's scale
+// handlers do. What does not decode is the error upstream's handler
+// reports when it words it: its typer (the custom resource's, over the
+// apiextensions scheme) does not know Scale.
+func decodeScale(s runtime.Decoder, body []byte) ([]byte, error) {
+	scaleGVK := autoscalingv1.SchemeGroupVersion.WithKind("Scale")
+	into := &autoscalingv1.Scale{}
+	obj, gvk, err := builtinCodecs.DecoderToVersion(s, autoscalingv1.SchemeGroupVersion).Decode(body, &scaleGVK, into)
+	if err != nil {
+		if _, _, terr := apiextensionsScheme.ObjectKinds(into); terr != nil {
+			return nil, apierrors.NewBadRequest(upstreamSchemeName(terr.Error()))
+		}
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if gv := gvk.GroupVersion(); gv != autoscalingv1.SchemeGroupVersion {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%v)", gv.String(), autoscalingv1.SchemeGroupVersion.String()))
+	}
+	obj.GetObjectKind().SetGroupVersionKind(scaleGVK)
+	doc, err := json.Marshal(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return doc, nil
+}
+
 // decodeError words a body that does not decode as upstream's handlers
 // do: "<Kind> in version "<v>" cannot be handled as a <into>: <err>" when
 // the body named a kind, else "the object provided is unrecognized (must
@@ -192,16 +226,25 @@ func summarize(data []byte, maxLen int) string {
 	}
 }
 
-// builtinSchemeName is this package's scheme's name in the scheme's
-// errors, upstreamSchemeName the name upstream's apiextensions scheme has.
-var builtinSchemeName = func() string {
-	_, _, err := builtinScheme.ObjectKinds(&metav1.List{})
-	s := err.Error()
-	if i := strings.LastIndex(s, ` in scheme "`); i >= 0 {
-		return s[i+len(` in scheme "`) : len(s)-1]
+// builtinSchemeName and apiextensionsSchemeName are this package's
+// schemes' names in their errors; upstreamSchemeName rewrites them to the
+// name upstream's apiextensions scheme has.
+var (
+	builtinSchemeName       = schemeName(builtinScheme)
+	apiextensionsSchemeName = schemeName(apiextensionsScheme)
+)
+
+func schemeName(s *runtime.Scheme) string {
+	_, _, err := s.ObjectKinds(&metav1.List{})
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ` in scheme "`); i >= 0 {
+		return msg[i+len(` in scheme "`) : len(msg)-1]
 	}
 	return ""
-}()
+}
 
 // upstreamApiextensionsSchemeName is the name upstream's apiextensions
 // Scheme has in v1.33's "no kind is registered" errors (observed: the
@@ -210,10 +253,12 @@ var builtinSchemeName = func() string {
 const upstreamApiextensionsSchemeName = "pkg/runtime/scheme.go:110"
 
 func upstreamSchemeName(msg string) string {
-	if builtinSchemeName == "" {
-		return msg
+	for _, name := range []string{builtinSchemeName, apiextensionsSchemeName} {
+		if name != "" {
+			msg = strings.ReplaceAll(msg, `in scheme "`+name+`"`, `in scheme "`+upstreamApiextensionsSchemeName+`"`)
+		}
 	}
-	return strings.ReplaceAll(msg, `in scheme "`+builtinSchemeName+`"`, `in scheme "`+upstreamApiextensionsSchemeName+`"`)
+	return msg
 }
 
 // DecodeDeleteOptions negotiates a DELETE body's Content-Type with the

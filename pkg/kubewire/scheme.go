@@ -48,10 +48,20 @@ var (
 	builtinCodecs serializer.CodecFactory
 )
 
+// apiextensionsScheme holds what upstream's apiextensions Scheme holds
+// (no autoscaling, no meta transformations): the typer upstream's
+// handlers word decode errors with.
+var apiextensionsScheme = runtime.NewScheme()
+
 // unversioned is the group version of upstream's unversioned types.
 var unversioned = schema.GroupVersion{Version: "v1"}
 
 func init() {
+	apiextensionsinstall.Install(apiextensionsScheme)
+	metav1.AddToGroupVersion(apiextensionsScheme, unversioned)
+	apiextensionsScheme.AddUnversionedTypes(unversioned,
+		&metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{}, &metav1.APIGroup{}, &metav1.APIResourceList{})
+
 	apiextensionsinstall.Install(builtinScheme)
 	metav1.AddToGroupVersion(builtinScheme, unversioned)
 	builtinScheme.AddUnversionedTypes(unversioned,
