@@ -100,7 +100,8 @@ var ErrAbortConnection = errors.New("upstream aborts the connection: no strict p
 // apiextensions codecs into the typed object, checked to be of
 // apiextensions.k8s.io/v1, defaulted, and returned as JSON for the
 // registry (unknown protobuf fields are dropped, as upstream drops them);
-// for custom resources with the crdHandler's protobuf serializer, which
+// for the scale subresource (TargetScale) into autoscaling/v1 Scale; for
+// custom resources with the crdHandler's protobuf serializer, which
 // decodes none: upstream's 400 (field validation Ignore) or
 // ErrAbortConnection. What does not decode is upstream's 400 BadRequest
 // with its wording. JSON and YAML bodies are returned as they are.

@@ -47,8 +47,10 @@
 //     JSON and YAML as today; protobuf only with a PartialObjectMetadata
 //     transformation (Encoder.Object or List of the PartialObjectMetadata
 //     documents, WatchEvent for a watch); a plain protobuf Accept is the
-//     406. A protobuf body is DecodeBody's 400, or ErrAbortConnection
-//     (upstream's handler panics: field validation other than Ignore).
+//     406. A protobuf body of a custom resource is DecodeBody's 400, or
+//     ErrAbortConnection (upstream's handler panics: field validation
+//     other than Ignore); one of /scale decodes (TargetScale) to Scale
+//     JSON.
 //   - Discovery: TargetBuiltinDiscovery (/apis/apiextensions.k8s.io[/v1]),
 //     TargetDiscovery (custom resource groups), TargetRootDiscovery (/apis,
 //     /api: aggregated discovery when Transform is APIGroupDiscoveryList);
