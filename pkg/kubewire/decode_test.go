@@ -12,24 +12,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestDecodeBody checks request bodies against upstream's answers to the
-// same requests (observed with TestProbeUpstream: status, reason and
-// message of a create of customresourcedefinitions or crontabs).
-func TestDecodeBody(t *testing.T) {
+// decodeCase is a request body and upstream's observed answer to it.
+type decodeCase struct {
+	name        string
+	target      Target
+	contentType string
+	body        []byte
+	validation  string
+	// a decoded CRD's name, or the error upstream answered
+	crdName string
+	code    int32
+	message string
+	abort   bool
+}
+
+func decodeCases(t testing.TB) []decodeCase {
 	pb := ContentTypeProtobuf
 	crdJSON := readJSON(t, "crontab-crd.yaml")
-	for _, tc := range []struct {
-		name        string
-		target      Target
-		contentType string
-		body        []byte
-		validation  string
-		// a decoded CRD's name, or the error upstream answered
-		crdName string
-		code    int32
-		message string
-		abort   bool
-	}{
+	return []decodeCase{
 		{name: "crd create protobuf", target: TargetCRD, contentType: pb, body: crdProto(t, "pbcreates"), crdName: "pbcreates.stable.example.com"},
 		{name: "crd create no kind", target: TargetCRD, contentType: pb, body: noKindProto(t, "nokinds"), crdName: "nokinds.stable.example.com"},
 		{name: "crd create unknown fields", target: TargetCRD, contentType: pb, body: crdProtoUnknownField(t, "unknowns"), crdName: "unknowns.stable.example.com"},
@@ -60,7 +60,16 @@ func TestDecodeBody(t *testing.T) {
 			message: "the object provided is unrecognized (must be of type CronTab): unexpected EOF (6b3873000aff)"},
 		{name: "cr create protobuf", target: TargetCustomResource, contentType: pb, body: crdProto(t, "crs"), abort: true},
 		{name: "cr create protobuf strict", target: TargetCustomResource, contentType: pb, body: crdProto(t, "crs"), validation: "Strict", abort: true},
-	} {
+	}
+}
+
+// TestDecodeBody checks request bodies against upstream's answers to the
+// same requests (observed with TestProbeUpstream; TestDecodeBodyUpstream
+// replays them): status, reason and message of a create of
+// customresourcedefinitions or crontabs.
+func TestDecodeBody(t *testing.T) {
+	crdJSON := readJSON(t, "crontab-crd.yaml")
+	for _, tc := range decodeCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := DecodeBody(BodyRequest{ContentType: tc.contentType, Body: tc.body, Target: tc.target, Kind: "CronTab", FieldValidation: tc.validation})
 			switch {

@@ -26,22 +26,25 @@ var (
 	discoveryV2 = schema.GroupVersion{Group: "apidiscovery.k8s.io", Version: "v2"}
 )
 
-func TestNegotiate(t *testing.T) {
+// negotiateCase is a request's negotiation and upstream's observed answer.
+type negotiateCase struct {
+	name      string
+	target    Target
+	accept    string
+	watch     bool
+	mediaType string
+	transform Transform
+	gv        schema.GroupVersion
+	pretty    bool
+	// the 406: message and whether it has details {} (go-restful's)
+	message  string
+	restful  bool
+	errorOut Output
+}
+
+func negotiateCases() []negotiateCase {
 	pb := ContentTypeProtobuf
-	for _, tc := range []struct {
-		name      string
-		target    Target
-		accept    string
-		watch     bool
-		mediaType string
-		transform Transform
-		gv        schema.GroupVersion
-		pretty    bool
-		// the 406: message and whether it has details {} (go-restful's)
-		message  string
-		restful  bool
-		errorOut Output
-	}{
+	return []negotiateCase{
 		// CustomResourceDefinitions (observed 200s and 406s)
 		{name: "crd get protobuf", target: TargetCRD, accept: pb, mediaType: pb},
 		{name: "crd get pb,json", target: TargetCRD, accept: pb + ", application/json", mediaType: pb},
@@ -107,7 +110,11 @@ func TestNegotiate(t *testing.T) {
 		{name: "apis aggregated pb", target: TargetRootDiscovery, accept: aggregated, mediaType: pb, transform: TransformAPIGroupDiscoveryList, gv: discoveryV2},
 		{name: "apis aggregated v2beta1,json", target: TargetRootDiscovery, accept: strings.Replace(aggregated, "v=v2", "v=v2beta1", 1) + ", application/json", mediaType: ContentTypeJSON},
 		{name: "apis protobuf", target: TargetRootDiscovery, accept: pb, mediaType: pb},
-	} {
+	}
+}
+
+func TestNegotiate(t *testing.T) {
+	for _, tc := range negotiateCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			r := Request{Accept: tc.accept}
 			negotiate := Negotiate

@@ -2,8 +2,15 @@ package kubewire
 
 import (
 	"bytes"
+	"encoding/json"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
 )
 
 // probe is one request to upstream.
@@ -146,5 +153,168 @@ func setupUpstream(t testing.TB, u *upstream) {
 	r = u.do(t, "POST", crsPath, ct, readJSON(t, "crontab-valid.yaml"))
 	if r.code != 201 && r.code != 409 {
 		t.Fatalf("create CR: %s", r)
+	}
+}
+
+// targetPath is the probed path of a target (watch: the collection with
+// watch=1).
+func targetPath(t Target, watch bool) string {
+	switch t {
+	case TargetCRD:
+		return crdPath
+	case TargetCRDCollection:
+		if watch {
+			return crdsPath + "?watch=1&timeoutSeconds=1&fieldSelector=metadata.name%3Dcrontabs.stable.example.com"
+		}
+		return crdsPath
+	case TargetCustomResource:
+		if watch {
+			return crsPath + "?watch=1&timeoutSeconds=1"
+		}
+		return crPath
+	case TargetScale:
+		return scalePath
+	case TargetBuiltinDiscovery:
+		return "/apis/apiextensions.k8s.io"
+	case TargetDiscovery:
+		return "/apis/stable.example.com/v1"
+	}
+	return ""
+}
+
+// TestNegotiateUpstream replays TestNegotiate's table against upstream
+// (KUBEWIRE_UPSTREAM set): the status, the Content-Type, and for a 406
+// its message and how the Status is encoded. /apis is skipped (the
+// standalone apiextensions-apiserver serves none).
+func TestNegotiateUpstream(t *testing.T) {
+	u := upstreamFromEnv(t)
+	setupUpstream(t, u)
+	for _, tc := range negotiateCases() {
+		path := targetPath(tc.target, tc.watch)
+		if path == "" {
+			continue
+		}
+		if strings.Contains(tc.name, " list ") && !tc.watch {
+			if tc.target == TargetCustomResource {
+				path = crsPath
+			}
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			h := map[string]string{}
+			if tc.accept != "" {
+				h["Accept"] = tc.accept
+			}
+			r := u.do(t, "GET", path, h, nil)
+			if tc.message == "" {
+				want := tc.mediaType
+				if tc.watch {
+					want = Output{MediaType: tc.mediaType}.WatchContentType()
+				}
+				if r.code != 200 || r.contentType != want {
+					t.Fatalf("upstream: %s; want 200 %s", r, want)
+				}
+				return
+			}
+			eo := tc.errorOut
+			if r.code != 406 || r.contentType != eo.MediaType {
+				t.Fatalf("upstream: %s; want 406 in %s", r, eo.MediaType)
+			}
+			var msg string
+			switch {
+			case eo.MediaType == ContentTypeProtobuf:
+				var st metav1.Status
+				unk := runtime.Unknown{}
+				if err := unk.Unmarshal(r.body[4:]); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.Unmarshal(unk.Raw); err != nil {
+					t.Fatal(err)
+				}
+				msg = st.Message
+			case eo.MediaType == ContentTypeYAML:
+				var st metav1.Status
+				if err := yaml.Unmarshal(r.body, &st); err != nil {
+					t.Fatal(err)
+				}
+				msg = st.Message
+			default:
+				var st metav1.Status
+				if err := json.Unmarshal(r.body, &st); err != nil {
+					t.Fatal(err)
+				}
+				msg = st.Message
+				indented := bytes.HasPrefix(r.body, []byte("{\n  "))
+				if indented != eo.Raw || eo.Raw == bytes.HasSuffix(r.body, []byte("\n")) {
+					t.Fatalf("upstream's Status rendering %q; want Raw=%v", r.body, eo.Raw)
+				}
+			}
+			if msg != tc.message {
+				t.Fatalf("upstream's message %q, want %q", msg, tc.message)
+			}
+		})
+	}
+}
+
+// TestDecodeBodyUpstream replays TestDecodeBody's table against upstream
+// (KUBEWIRE_UPSTREAM set): a create of customresourcedefinitions or
+// crontabs with the body; a decoded CRD is created (201, or 409 when an
+// earlier run created it), an error is upstream's status and message,
+// an abort a connection closed without a response. The aborting cases
+// run last.
+func TestDecodeBodyUpstream(t *testing.T) {
+	u := upstreamFromEnv(t)
+	setupUpstream(t, u)
+	cases := decodeCases(t)
+	slices.SortStableFunc(cases, func(a, b decodeCase) int {
+		switch {
+		case a.abort == b.abort:
+			return 0
+		case a.abort:
+			return 1
+		}
+		return -1
+	})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := crdsPath
+			if tc.target == TargetCustomResource {
+				path = crsPath
+			}
+			if tc.validation != "" {
+				path += "?fieldValidation=" + tc.validation
+			}
+			req, err := http.NewRequest("POST", u.url+path, bytes.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+u.token)
+			req.Header.Set("Content-Type", tc.contentType)
+			req.Header.Set("Accept", "application/json")
+			resp, err := u.client.Do(req)
+			if tc.abort {
+				if err == nil {
+					_ = resp.Body.Close()
+					t.Fatalf("upstream answered %d; want the connection closed", resp.StatusCode)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = resp.Body.Close() }()
+			var st struct{ Message string }
+			if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+				t.Fatal(err)
+			}
+			if tc.code == 0 {
+				if resp.StatusCode != 201 && resp.StatusCode != 409 {
+					t.Fatalf("upstream: %d %q", resp.StatusCode, st.Message)
+				}
+				return
+			}
+			if int32(resp.StatusCode) != tc.code || st.Message != tc.message {
+				t.Fatalf("upstream: %d %q\nwant %d %q", resp.StatusCode, st.Message, tc.code, tc.message)
+			}
+		})
 	}
 }
