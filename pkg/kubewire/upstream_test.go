@@ -220,8 +220,8 @@ func TestNegotiateUpstream(t *testing.T) {
 				t.Fatalf("upstream: %s; want 406 in %s", r, eo.MediaType)
 			}
 			var msg string
-			switch {
-			case eo.MediaType == ContentTypeProtobuf:
+			switch eo.MediaType {
+			case ContentTypeProtobuf:
 				var st metav1.Status
 				unk := runtime.Unknown{}
 				if err := unk.Unmarshal(r.body[4:]); err != nil {
@@ -231,7 +231,7 @@ func TestNegotiateUpstream(t *testing.T) {
 					t.Fatal(err)
 				}
 				msg = st.Message
-			case eo.MediaType == ContentTypeYAML:
+			case ContentTypeYAML:
 				var st metav1.Status
 				if err := yaml.Unmarshal(r.body, &st); err != nil {
 					t.Fatal(err)
