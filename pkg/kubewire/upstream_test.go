@@ -107,9 +107,9 @@ func probes() []probe {
 		{name: "crd delete pb garbage", method: "DELETE", path: crdsPath + "/nothere.stable.example.com", contentType: pb, body: func(testing.TB) []byte { return []byte("k8s\x00\x0a\xff") }},
 		{name: "cr update protobuf ignore", method: "PUT", path: crPath + "?fieldValidation=Ignore", contentType: pb, body: func(t testing.TB) []byte { return crdProto(t, "crs") }},
 		{name: "crd delete text/plain", method: "DELETE", path: crdsPath + "/nothere.stable.example.com", contentType: "text/plain", body: func(testing.TB) []byte { return []byte("{}") }},
-		// last: upstream's handler panics (no strict protobuf decoder) and
-		// the connection is closed without a response
-		{name: "cr create protobuf", method: "POST", path: crsPath, contentType: pb, body: func(t testing.TB) []byte { return crdProto(t, "crs") }},
+		// (a protobuf create of a CronTab without fieldValidation=Ignore:
+		// upstream's handler panics and the connection is closed without a
+		// response; TestDecodeBodyUpstream checks it)
 	}
 }
 
