@@ -29,8 +29,14 @@ type WriteOptions struct {
 	FieldManager string                 `protobuf:"bytes,2,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
 	// "Strict", "Warn", "Ignore" or "".
 	FieldValidation string `protobuf:"bytes,3,opt,name=field_validation,json=fieldValidation,proto3" json:"field_validation,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The force query parameter of an apply patch.
+	Force bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	// The request's User-Agent header: the field manager of a write without
+	// fieldManager is derived from it (the part before the first "/"), as
+	// upstream does for metadata.managedFields.
+	UserAgent     string `protobuf:"bytes,5,opt,name=user_agent,json=userAgent,proto3" json:"user_agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteOptions) Reset() {
@@ -80,6 +86,20 @@ func (x *WriteOptions) GetFieldManager() string {
 func (x *WriteOptions) GetFieldValidation() string {
 	if x != nil {
 		return x.FieldValidation
+	}
+	return ""
+}
+
+func (x *WriteOptions) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *WriteOptions) GetUserAgent() string {
+	if x != nil {
+		return x.UserAgent
 	}
 	return ""
 }
@@ -1021,11 +1041,14 @@ var File_crdplane_registry_v1_registry_proto protoreflect.FileDescriptor
 
 const file_crdplane_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
-	"#crdplane/registry/v1/registry.proto\x12\x14crdplane.registry.v1\x1a\x1fcrdplane/common/v1/common.proto\"w\n" +
+	"#crdplane/registry/v1/registry.proto\x12\x14crdplane.registry.v1\x1a\x1fcrdplane/common/v1/common.proto\"\xac\x01\n" +
 	"\fWriteOptions\x12\x17\n" +
 	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12#\n" +
 	"\rfield_manager\x18\x02 \x01(\tR\ffieldManager\x12)\n" +
-	"\x10field_validation\x18\x03 \x01(\tR\x0ffieldValidation\"e\n" +
+	"\x10field_validation\x18\x03 \x01(\tR\x0ffieldValidation\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\x12\x1d\n" +
+	"\n" +
+	"user_agent\x18\x05 \x01(\tR\tuserAgent\"e\n" +
 	"\rCreateRequest\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\x12<\n" +
 	"\aoptions\x18\x02 \x01(\v2\".crdplane.registry.v1.WriteOptionsR\aoptions\"D\n" +

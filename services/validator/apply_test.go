@@ -1,0 +1,231 @@
+package validator
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/crdplane/crdplane/pkg/kstatus"
+	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
+	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+)
+
+var ssaWidgetRef = &commonv1.CRDRef{Name: "widgets.ssa.example.com"}
+
+// ssaStep is one write of TestManagedFieldsAsUpstream. Expected values
+// were observed on the upstream apiextensions-apiserver v0.33.13
+// (bin/apiextensions-upstream) with the same CRD
+// (testdata/crds/ssa-widgets.yaml) and the same requests.
+type ssaStep struct {
+	name   string
+	op     validatorv1.Operation
+	sub    string
+	target string // the object written: its name; the stored state is kept per name
+	ua     string
+	fm     string
+	force  bool
+	// obj is the object of a create, update or patch (after the caller
+	// applied a JSON or merge patch), built from the stored one (nil on
+	// create).
+	obj   func(old map[string]any) map[string]any
+	apply string // APPLY body (YAML)
+
+	wantCode    int32
+	wantReason  metav1.StatusReason
+	wantMessage string
+	wantCauses  []metav1.StatusCause
+	wantCreated bool
+	wantSpec    string // JSON
+	wantStatus  string // JSON, "" = none
+	// wantManaged are the managedFields entries without their time, as
+	// JSON.
+	wantManaged string
+}
+
+func widget(name, spec string) func(map[string]any) map[string]any {
+	return func(map[string]any) map[string]any {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(`{"apiVersion":"ssa.example.com/v1","kind":"Widget","metadata":{"name":"`+name+`","namespace":"default","uid":"u-`+name+`","creationTimestamp":"2026-11-25T17:31:03Z","generation":1},"spec":`+spec+`}`), &m); err != nil {
+			panic(err)
+		}
+		return m
+	}
+}
+
+func mutate(fn func(m map[string]any)) func(map[string]any) map[string]any {
+	return func(old map[string]any) map[string]any {
+		b, _ := json.Marshal(old)
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		fn(m)
+		return m
+	}
+}
+
+const (
+	bobCreated = `[{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:color":{},"f:ports":{"k:{\"name\":\"http\"}":{".":{},"f:name":{},"f:port":{}}},"f:replicas":{}}},"manager":"bob","operation":"Apply"}]`
+	bobForced  = `{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:ports":{"k:{\"name\":\"https\"}":{".":{},"f:name":{},"f:port":{}}},"f:replicas":{}}},"manager":"bob","operation":"Apply"}`
+	aliceTags  = `{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:tags":{"v:\"x\"":{}}}},"manager":"alice","operation":"Apply"}`
+	ctrlStatus = `{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:phase":{}}},"manager":"ctrl","operation":"Apply","subresource":"status"}`
+	ctrlr      = `{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:replicas":{}}},"manager":"controller","operation":"Update","subresource":"status"}`
+	edit       = `{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:args":{}}},"manager":"kubectl-edit","operation":"Update"}`
+)
+
+func createdByManager(m string) string {
+	b, _ := json.Marshal(m)
+	return `[{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{".":{},"f:color":{},"f:replicas":{}}},"manager":` + string(b) + `,"operation":"Update"}]`
+}
+
+const applyA1 = "apiVersion: ssa.example.com/v1\nkind: Widget\nmetadata:\n  name: a1\n"
+
+var ssaSteps = []ssaStep{
+	{name: "create, manager from a kubectl User-Agent", op: validatorv1.Operation_OPERATION_CREATE, target: "c1", ua: "kubectl/v1.33.0 (linux/amd64) kubernetes/abc",
+		obj: widget("c1", `{"replicas":1}`), wantSpec: `{"color":"blue","replicas":1}`, wantManaged: createdByManager("kubectl")},
+	{name: "create with fieldManager", op: validatorv1.Operation_OPERATION_CREATE, target: "c2", ua: "probe/1.0", fm: "mgr-a",
+		obj: widget("c2", `{"replicas":1}`), wantSpec: `{"color":"blue","replicas":1}`, wantManaged: createdByManager("mgr-a")},
+	{name: "create, User-Agent without a slash", op: validatorv1.Operation_OPERATION_CREATE, target: "c4", ua: "Mozilla",
+		obj: widget("c4", `{"replicas":1}`), wantSpec: `{"color":"blue","replicas":1}`, wantManaged: createdByManager("Mozilla")},
+	{name: "update by the same manager: one entry (time bucket)", op: validatorv1.Operation_OPERATION_UPDATE, target: "c2", ua: "probe/1.0", fm: "mgr-a",
+		obj: mutate(func(m map[string]any) { m["spec"].(map[string]any)["replicas"] = 2 }), wantSpec: `{"color":"blue","replicas":2}`, wantManaged: createdByManager("mgr-a")},
+	{name: "apply creates", op: validatorv1.Operation_OPERATION_APPLY, target: "a1", fm: "bob", wantCreated: true,
+		apply:    applyA1 + "spec:\n  replicas: 3\n  color: red\n  ports:\n  - name: http\n    port: 81\n",
+		wantSpec: `{"color":"red","ports":[{"name":"http","port":81}],"replicas":3}`, wantManaged: bobCreated},
+	{name: "forced apply: removed field defaulted again", op: validatorv1.Operation_OPERATION_APPLY, target: "a1", fm: "bob", force: true,
+		apply:    applyA1 + "spec:\n  replicas: 3\n  ports:\n  - name: https\n    port: 443\n",
+		wantSpec: `{"color":"blue","ports":[{"name":"https","port":443}],"replicas":3}`, wantManaged: "[" + bobForced + "]"},
+	{name: "apply by a second manager: a set", op: validatorv1.Operation_OPERATION_APPLY, target: "a1", fm: "alice",
+		apply:    applyA1 + "spec:\n  tags: [x]\n",
+		wantSpec: `{"color":"blue","ports":[{"name":"https","port":443}],"replicas":3,"tags":["x"]}`, wantManaged: "[" + aliceTags + "," + bobForced + "]"},
+	{name: "merge patch: Update of the User-Agent's manager", op: validatorv1.Operation_OPERATION_PATCH, target: "a1", ua: "kubectl-edit/v1.33.0",
+		obj:      mutate(func(m map[string]any) { m["spec"].(map[string]any)["args"] = []any{"q"} }),
+		wantSpec: `{"args":["q"],"color":"blue","ports":[{"name":"https","port":443}],"replicas":3,"tags":["x"]}`, wantManaged: "[" + aliceTags + "," + bobForced + "," + edit + "]"},
+	{name: "status apply", op: validatorv1.Operation_OPERATION_APPLY, sub: "status", target: "a1", fm: "ctrl",
+		apply:    applyA1 + "status:\n  phase: Ready\n",
+		wantSpec: `{"args":["q"],"color":"blue","ports":[{"name":"https","port":443}],"replicas":3,"tags":["x"]}`, wantStatus: `{"phase":"Ready"}`,
+		wantManaged: "[" + aliceTags + "," + bobForced + "," + ctrlStatus + "," + edit + "]"},
+	{name: "status merge patch", op: validatorv1.Operation_OPERATION_PATCH, sub: "status", target: "a1", ua: "controller/1",
+		obj:      mutate(func(m map[string]any) { m["status"].(map[string]any)["replicas"] = 3 }),
+		wantSpec: `{"args":["q"],"color":"blue","ports":[{"name":"https","port":443}],"replicas":3,"tags":["x"]}`, wantStatus: `{"phase":"Ready","replicas":3}`,
+		wantManaged: "[" + aliceTags + "," + bobForced + "," + ctrlStatus + "," + ctrlr + "," + edit + "]"},
+
+	// Bad input, each answered as upstream, nothing written.
+	{name: "apply body not YAML", op: validatorv1.Operation_OPERATION_APPLY, target: "a1", fm: "x", apply: "{{{ not yaml",
+		wantCode: 400, wantReason: metav1.StatusReasonBadRequest, wantMessage: "error decoding YAML: error converting YAML to JSON: yaml: line 1: did not find expected ',' or '}'"},
+	{name: "apply body a list", op: validatorv1.Operation_OPERATION_APPLY, target: "a1", fm: "x", apply: "[1,2]",
+		wantCode: 400, wantReason: metav1.StatusReasonBadRequest, wantMessage: "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array into Go value of type map[string]interface {}"},
+	{name: "apply at another apiVersion", op: validatorv1.Operation_OPERATION_APPLY, target: "a1", fm: "x", apply: "apiVersion: ssa.example.com/v2\nkind: Widget\nmetadata:\n  name: a1\n",
+		wantCode: 400, wantReason: metav1.StatusReasonBadRequest, wantMessage: "invalid object type: ssa.example.com/v2, Kind=Widget"},
+	{name: "apply of another kind", op: validatorv1.Operation_OPERATION_APPLY, target: "a1", fm: "x", apply: "apiVersion: ssa.example.com/v1\nkind: Gadget\nmetadata:\n  name: a1\n",
+		wantCode: 400, wantReason: metav1.StatusReasonBadRequest, wantMessage: "invalid object type: ssa.example.com/v1, Kind=Gadget"},
+	{name: "apply with duplicate list-map keys", op: validatorv1.Operation_OPERATION_APPLY, target: "a1", fm: "x",
+		apply:    applyA1 + "spec:\n  ports:\n  - name: dup\n    port: 1\n  - name: dup\n    port: 2\n",
+		wantCode: 500, wantMessage: `failed to create typed patch object (/a1; ssa.example.com/v1, Kind=Widget): .spec.ports: duplicate entries for key [name="dup"]`},
+	{name: "apply carrying managedFields", op: validatorv1.Operation_OPERATION_APPLY, target: "a1", fm: "x",
+		apply:    applyA1 + "  managedFields:\n  - manager: foo\nspec:\n  replicas: 9\n",
+		wantCode: 400, wantReason: metav1.StatusReasonBadRequest, wantMessage: "metadata.managedFields must be nil"},
+	{name: "apply of an undeclared field", op: validatorv1.Operation_OPERATION_APPLY, target: "a1", fm: "x", apply: applyA1 + "spec:\n  unknownField: 1\n",
+		wantCode: 500, wantMessage: "failed to create typed patch object (/a1; ssa.example.com/v1, Kind=Widget): .spec.unknownField: field not declared in schema"},
+	{name: "apply of a wrongly typed value", op: validatorv1.Operation_OPERATION_APPLY, target: "a1", fm: "x", apply: applyA1 + "spec:\n  replicas: \"notint\"\n",
+		wantCode: 500, wantMessage: "failed to create typed patch object (/a1; ssa.example.com/v1, Kind=Widget): .spec.replicas: expected numeric (int or float), got string"},
+	{name: "apply of YAML 1.1 booleans into a set of strings", op: validatorv1.Operation_OPERATION_APPLY, target: "a1", fm: "x", apply: applyA1 + "spec:\n  tags: [x, y]\n",
+		wantCode: 500, wantMessage: "failed to create typed patch object (/a1; ssa.example.com/v1, Kind=Widget): .spec.tags[=true]: expected string, got &value.valueUnstructured{Value:true}"},
+	{name: "apply conflict", op: validatorv1.Operation_OPERATION_APPLY, target: "a1", fm: "x", apply: applyA1 + "spec:\n  replicas: 9\n",
+		wantCode: 409, wantReason: metav1.StatusReasonConflict, wantMessage: `Apply failed with 1 conflict: conflict with "bob": .spec.replicas`,
+		wantCauses: []metav1.StatusCause{{Type: metav1.CauseTypeFieldManagerConflict, Message: `conflict with "bob"`, Field: ".spec.replicas"}}},
+	{name: "apply without a name takes the path's: conflict", op: validatorv1.Operation_OPERATION_APPLY, target: "a1", fm: "x", apply: "apiVersion: ssa.example.com/v1\nkind: Widget\nspec:\n  replicas: 1\n",
+		wantCode: 409, wantReason: metav1.StatusReasonConflict, wantMessage: `Apply failed with 1 conflict: conflict with "bob": .spec.replicas`,
+		wantCauses: []metav1.StatusCause{{Type: metav1.CauseTypeFieldManagerConflict, Message: `conflict with "bob"`, Field: ".spec.replicas"}}},
+}
+
+func TestManagedFieldsAsUpstream(t *testing.T) {
+	client := serve(t, newDirService(t))
+	ctx := context.Background()
+	stored := map[string]map[string]any{}
+	rv := 10
+	for _, st := range ssaSteps {
+		t.Run(st.name, func(t *testing.T) {
+			old := stored[st.target]
+			req := &validatorv1.AdmitRequest{
+				Crd: ssaWidgetRef, Version: "v1", Operation: st.op, Subresource: st.sub, ManagedFields: true,
+				FieldManager: st.fm, UserAgent: st.ua, Force: st.force, ApplyPatch: []byte(st.apply),
+				Namespace: "default", Name: st.target,
+			}
+			if old != nil {
+				req.OldObject, _ = json.Marshal(old)
+			}
+			if st.obj != nil {
+				req.Object, _ = json.Marshal(st.obj(old))
+			}
+			start := time.Now().Truncate(time.Second)
+			resp, err := client.Admit(ctx, req)
+			if st.wantCode != 0 {
+				if err == nil {
+					t.Fatalf("want %d, got an object %s", st.wantCode, resp.GetObject())
+				}
+				s := kstatus.FromError(err)
+				if s.Code != st.wantCode || s.Reason != st.wantReason || s.Message != st.wantMessage {
+					t.Fatalf("got %d %s %q, want %d %s %q", s.Code, s.Reason, s.Message, st.wantCode, st.wantReason, st.wantMessage)
+				}
+				var causes []metav1.StatusCause
+				if s.Details != nil {
+					causes = s.Details.Causes
+				}
+				if !reflect.DeepEqual(causes, st.wantCauses) {
+					t.Fatalf("causes %+v, want %+v", causes, st.wantCauses)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.GetCauses()) > 0 {
+				t.Fatalf("causes: %v", resp.GetCauses())
+			}
+			if resp.GetCreated() != st.wantCreated {
+				t.Errorf("created %v, want %v", resp.GetCreated(), st.wantCreated)
+			}
+			obj := fromJSON(t, resp.GetObject())
+			jsonEqual(t, "spec", obj["spec"], st.wantSpec)
+			if st.wantStatus != "" || obj["status"] != nil {
+				jsonEqual(t, "status", obj["status"], st.wantStatus)
+			}
+			meta := obj["metadata"].(map[string]any)
+			var entries []any
+			for _, e := range meta["managedFields"].([]any) {
+				e := maps.Clone(e.(map[string]any))
+				entries = append(entries, e)
+				ts, err := time.Parse(time.RFC3339, e["time"].(string))
+				if err != nil || ts.Before(start.Add(-time.Hour)) {
+					t.Errorf("entry time %v: %v", e["time"], err)
+				}
+				delete(e, "time")
+			}
+			jsonEqual(t, "managedFields", entries, st.wantManaged)
+			rv++
+			meta["resourceVersion"] = strconv.Itoa(rv)
+			stored[st.target] = obj
+		})
+	}
+}
+
+func jsonEqual(t *testing.T, what string, got any, want string) {
+	t.Helper()
+	var w any
+	if want != "" {
+		if err := json.Unmarshal([]byte(want), &w); err != nil {
+			t.Fatalf("%s: bad expectation: %v", what, err)
+		}
+	}
+	gb, _ := json.Marshal(got)
+	var g any
+	_ = json.Unmarshal(gb, &g)
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("%s:\n got %s\nwant %s", what, gb, want)
+	}
+}
