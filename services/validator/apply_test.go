@@ -43,9 +43,11 @@ type ssaStep struct {
 	wantCreated bool
 	wantSpec    string // JSON
 	wantStatus  string // JSON, "" = none
-	// wantManaged are the managedFields entries without their time, as
-	// JSON.
+	// wantManaged are the managedFields entries, as JSON, their time
+	// replaced by "T" (upstream leaves some entries without a time: "none").
 	wantManaged string
+	// wantAnnotations, when set, are the object's annotations (JSON).
+	wantAnnotations string
 }
 
 func widget(name, spec string) func(map[string]any) map[string]any {
@@ -69,18 +71,20 @@ func mutate(fn func(m map[string]any)) func(map[string]any) map[string]any {
 }
 
 const (
-	bobCreated = `[{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:color":{},"f:ports":{"k:{\"name\":\"http\"}":{".":{},"f:name":{},"f:port":{}}},"f:replicas":{}}},"manager":"bob","operation":"Apply"}]`
-	bobForced  = `{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:ports":{"k:{\"name\":\"https\"}":{".":{},"f:name":{},"f:port":{}}},"f:replicas":{}}},"manager":"bob","operation":"Apply"}`
-	aliceTags  = `{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:tags":{"v:\"x\"":{}}}},"manager":"alice","operation":"Apply"}`
-	ctrlStatus = `{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:phase":{}}},"manager":"ctrl","operation":"Apply","subresource":"status"}`
-	ctrlr      = `{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:replicas":{}}},"manager":"controller","operation":"Update","subresource":"status"}`
-	edit       = `{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:args":{}}},"manager":"kubectl-edit","operation":"Update"}`
+	bobCreated = `[{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:color":{},"f:ports":{"k:{\"name\":\"http\"}":{".":{},"f:name":{},"f:port":{}}},"f:replicas":{}}},"manager":"bob","operation":"Apply","time":"T"}]`
+	bobForced  = `{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:ports":{"k:{\"name\":\"https\"}":{".":{},"f:name":{},"f:port":{}}},"f:replicas":{}}},"manager":"bob","operation":"Apply","time":"T"}`
+	aliceTags  = `{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:tags":{"v:\"x\"":{}}}},"manager":"alice","operation":"Apply","time":"T"}`
+	ctrlStatus = `{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:phase":{}}},"manager":"ctrl","operation":"Apply","subresource":"status","time":"T"}`
+	ctrlr      = `{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:replicas":{}}},"manager":"controller","operation":"Update","subresource":"status","time":"T"}`
+	edit       = `{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:args":{}}},"manager":"kubectl-edit","operation":"Update","time":"T"}`
 )
 
 func createdByManager(m string) string {
 	b, _ := json.Marshal(m)
-	return `[{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{".":{},"f:color":{},"f:replicas":{}}},"manager":` + string(b) + `,"operation":"Update"}]`
+	return `[{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{".":{},"f:color":{},"f:replicas":{}}},"manager":` + string(b) + `,"operation":"Update","time":"T"}]`
 }
+
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 const applyA1 = "apiVersion: ssa.example.com/v1\nkind: Widget\nmetadata:\n  name: a1\n"
 
@@ -113,6 +117,57 @@ var ssaSteps = []ssaStep{
 		obj:      mutate(func(m map[string]any) { m["status"].(map[string]any)["replicas"] = 3 }),
 		wantSpec: `{"args":["q"],"color":"blue","ports":[{"name":"https","port":443}],"replicas":3,"tags":["x"]}`, wantStatus: `{"phase":"Ready","replicas":3}`,
 		wantManaged: "[" + aliceTags + "," + bobForced + "," + ctrlStatus + "," + ctrlr + "," + edit + "]"},
+
+	// managedFields sent by the client: a shape the field manager cannot
+	// decode keeps the stored ones, [{}] resets them, valid ones replace them.
+	{name: "update carrying managedFields with an unknown operation", op: validatorv1.Operation_OPERATION_UPDATE, target: "c2", ua: "probe/1.0",
+		obj: mutate(func(m map[string]any) {
+			m["metadata"].(map[string]any)["managedFields"] = []any{map[string]any{"manager": "bad", "operation": "Bogus"}}
+			m["spec"].(map[string]any)["replicas"] = 5
+		}),
+		wantSpec:    `{"color":"blue","replicas":5}`,
+		wantManaged: `[{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{".":{},"f:color":{}}},"manager":"mgr-a","operation":"Update","time":"T"},{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:replicas":{}}},"manager":"probe","operation":"Update","time":"T"}]`},
+	{name: "update carrying managedFields with undecodable fieldsV1", op: validatorv1.Operation_OPERATION_UPDATE, target: "c2", ua: "probe/1.0",
+		obj: mutate(func(m map[string]any) {
+			m["metadata"].(map[string]any)["managedFields"] = []any{map[string]any{"manager": "bad", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": map[string]any{"f:nope": "x"}}}
+			m["spec"].(map[string]any)["replicas"] = 6
+		}),
+		wantSpec:    `{"color":"blue","replicas":6}`,
+		wantManaged: `[{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{".":{},"f:color":{}}},"manager":"mgr-a","operation":"Update","time":"T"},{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:replicas":{}}},"manager":"probe","operation":"Update","time":"T"}]`},
+	{name: "update resetting managedFields with [{}]", op: validatorv1.Operation_OPERATION_UPDATE, target: "c2", ua: "probe/1.0",
+		obj: mutate(func(m map[string]any) {
+			m["metadata"].(map[string]any)["managedFields"] = []any{map[string]any{}}
+			m["spec"].(map[string]any)["replicas"] = 7
+		}),
+		wantSpec: `{"color":"blue","replicas":7}`, wantManaged: ``},
+	{name: "update carrying valid managedFields", op: validatorv1.Operation_OPERATION_UPDATE, target: "c2", ua: "probe/1.0",
+		obj: mutate(func(m map[string]any) {
+			m["metadata"].(map[string]any)["managedFields"] = []any{map[string]any{"manager": "m1", "operation": "Update", "apiVersion": "ssa.example.com/v1", "time": "2020-01-01T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": map[string]any{"f:spec": map[string]any{"f:replicas": map[string]any{}}}}}
+			m["spec"].(map[string]any)["replicas"] = 8
+		}),
+		wantSpec:    `{"color":"blue","replicas":8}`,
+		wantManaged: `[{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:replicas":{}}},"manager":"probe","operation":"Update","time":"T"}]`},
+
+	// kubectl's migration from client-side apply: the first server-side
+	// apply of an object created by client-side apply.
+	{name: "client-side apply create", op: validatorv1.Operation_OPERATION_CREATE, target: "m1", fm: "csa", ua: "kubectl-client-side-apply/v1.33.0",
+		obj: func(map[string]any) map[string]any {
+			w := widget("m1", `{"replicas":1,"color":"green"}`)(nil)
+			w["metadata"].(map[string]any)["annotations"] = map[string]any{lastApplied: "{\"apiVersion\":\"ssa.example.com/v1\",\"kind\":\"Widget\",\"metadata\":{\"annotations\":{},\"name\":\"m1\",\"namespace\":\"default\"},\"spec\":{\"replicas\":1,\"color\":\"green\"}}\n"}
+			return w
+		},
+		wantSpec:    `{"color":"green","replicas":1}`,
+		wantManaged: `[{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{}}},"f:spec":{".":{},"f:color":{},"f:replicas":{}}},"manager":"csa","operation":"Update","time":"T"}]`},
+	{name: "first server-side apply over client-side apply", op: validatorv1.Operation_OPERATION_APPLY, target: "m1", fm: "kubectl", ua: "kubectl/v1.33.0",
+		apply:           "apiVersion: ssa.example.com/v1\nkind: Widget\nmetadata:\n  name: m1\n  namespace: default\nspec:\n  replicas: 1\n",
+		wantSpec:        `{"color":"green","replicas":1}`,
+		wantAnnotations: `{"kubectl.kubernetes.io/last-applied-configuration":"{\"apiVersion\":\"ssa.example.com/v1\",\"kind\":\"Widget\",\"metadata\":{\"name\":\"m1\",\"namespace\":\"default\"},\"spec\":{\"replicas\":1}}\n"}`,
+		wantManaged:     `[{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:replicas":{}}},"manager":"kubectl","operation":"Apply","time":"none"},{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{}}},"f:spec":{".":{},"f:color":{},"f:replicas":{}}},"manager":"csa","operation":"Update","time":"T"}]`},
+	{name: "second server-side apply", op: validatorv1.Operation_OPERATION_APPLY, target: "m1", fm: "kubectl", ua: "kubectl/v1.33.0",
+		apply:           "apiVersion: ssa.example.com/v1\nkind: Widget\nmetadata:\n  name: m1\nspec:\n  replicas: 2\n  color: green\n",
+		wantSpec:        `{"color":"green","replicas":2}`,
+		wantAnnotations: `{"kubectl.kubernetes.io/last-applied-configuration":"{\"apiVersion\":\"ssa.example.com/v1\",\"kind\":\"Widget\",\"metadata\":{\"name\":\"m1\"},\"spec\":{\"color\":\"green\",\"replicas\":2}}\n"}`,
+		wantManaged:     `[{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:color":{},"f:replicas":{}}},"manager":"kubectl","operation":"Apply","time":"T"},{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{}}},"f:spec":{".":{},"f:color":{}}},"manager":"csa","operation":"Update","time":"T"}]`},
 
 	// Bad input, each answered as upstream, nothing written.
 	{name: "apply body not YAML", op: validatorv1.Operation_OPERATION_APPLY, target: "a1", fm: "x", apply: "{{{ not yaml",
@@ -197,14 +252,22 @@ func TestManagedFieldsAsUpstream(t *testing.T) {
 			}
 			meta := obj["metadata"].(map[string]any)
 			var entries []any
-			for _, e := range meta["managedFields"].([]any) {
+			mf, _ := meta["managedFields"].([]any)
+			for _, e := range mf {
 				e := maps.Clone(e.(map[string]any))
 				entries = append(entries, e)
+				if _, ok := e["time"]; !ok {
+					e["time"] = "none"
+					continue
+				}
 				ts, err := time.Parse(time.RFC3339, e["time"].(string))
 				if err != nil || ts.Before(start.Add(-time.Hour)) {
 					t.Errorf("entry time %v: %v", e["time"], err)
 				}
-				delete(e, "time")
+				e["time"] = "T"
+			}
+			if st.wantAnnotations != "" {
+				jsonEqual(t, "annotations", meta["annotations"], st.wantAnnotations)
 			}
 			jsonEqual(t, "managedFields", entries, st.wantManaged)
 			rv++
