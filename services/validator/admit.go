@@ -64,7 +64,7 @@ func (s *Service) admit(ctx context.Context, req *validatorv1.AdmitRequest) (*va
 		return nil, err
 	}
 	op := req.GetOperation()
-	a := admission{cv: cv, update: op == validatorv1.Operation_OPERATION_UPDATE || op == validatorv1.Operation_OPERATION_PATCH, status: req.GetSubresource() == "status"}
+	a := admission{cv: cv, update: op == validatorv1.Operation_OPERATION_UPDATE || op == validatorv1.Operation_OPERATION_PATCH, status: req.GetSubresource() == "status", scale: req.GetSubresource() == "scale"}
 	if a.status && !cv.hasStatus {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("CustomResourceDefinition %s version %s has no status subresource", cv.crdName, cv.version))
 	}
@@ -168,7 +168,7 @@ func checkRequest(req *validatorv1.AdmitRequest) error {
 		if req.GetFieldManager() == "" {
 			problems = append(problems, "field_manager is required for APPLY")
 		}
-		if req.GetSubresource() != "" && len(req.GetOldObject()) == 0 {
+		if req.GetSubresource() != "" && len(req.GetOldObject()) == 0 { // subresources do not create
 			problems = append(problems, "an APPLY of a subresource needs old_object")
 		}
 		if req.GetName() == "" {
@@ -177,7 +177,7 @@ func checkRequest(req *validatorv1.AdmitRequest) error {
 	default:
 		problems = append(problems, "operation must be CREATE, UPDATE, PATCH or APPLY")
 	}
-	if sub := req.GetSubresource(); sub != "" && sub != "status" {
+	if sub := req.GetSubresource(); sub != "" && sub != "status" && sub != "scale" {
 		problems = append(problems, fmt.Sprintf("subresource %q is not admitted by the validator", sub))
 	}
 	switch fv := req.GetFieldValidation(); fv {
@@ -199,7 +199,10 @@ type admission struct {
 	cv     *compiledVersion
 	update bool
 	status bool
-	old    map[string]any
+	// scale: a write of the scale subresource, validated as an update of
+	// the main resource; its managedFields go through the Scale.
+	scale bool
+	old   map[string]any
 	// corr correlates the object with the old one on update, shared by
 	// schema and CEL ratcheting (as upstream's CorrelatedObject).
 	corr     *schema.Correlation

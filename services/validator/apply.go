@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -49,6 +50,16 @@ func (a *admission) live() runtime.Object {
 // upstream (UpdateNoErrors), a failure keeps the live object's
 // managedFields instead of failing the write.
 func (a *admission) updateManagedFields(obj map[string]any, manager string) (map[string]any, error) {
+	if a.scale {
+		_, mf, err := a.scaleManaged(func(fm *managedfields.FieldManager, live *autoscalingv1.Scale) (runtime.Object, error) {
+			return fm.UpdateNoErrors(live, a.scaleOf(obj, live.ManagedFields), manager), nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		(&unstructured.Unstructured{Object: obj}).SetManagedFields(mf)
+		return obj, nil
+	}
 	fm, err := a.manager()
 	if err != nil {
 		return nil, err
@@ -78,11 +89,7 @@ func (a *admission) apply(ctx context.Context, req *validatorv1.AdmitRequest) (*
 	if err := yaml.Unmarshal(req.GetApplyPatch(), &patchObj); err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
 	}
-	fm, err := a.manager()
-	if err != nil {
-		return nil, err
-	}
-	merged, err := fm.Apply(a.live(), &unstructured.Unstructured{Object: patchObj}, req.GetFieldManager(), req.GetForce())
+	merged, err := a.merge(patchObj, req.GetFieldManager(), req.GetForce())
 	if err != nil {
 		if _, ok := err.(apierrors.APIStatus); ok {
 			return nil, err
@@ -104,18 +111,18 @@ func (a *admission) apply(ctx context.Context, req *validatorv1.AdmitRequest) (*
 			warnings = yamlWarnings(err.Error())
 		}
 	}
-	u, ok := merged.(*unstructured.Unstructured)
-	if !ok {
-		return nil, fmt.Errorf("field manager returned %T", merged)
-	}
-	obj := u.Object
+	obj := merged
 	if err := objmeta.CheckNameAndNamespace(obj, req.GetNamespace(), req.GetName(), a.cv.namespaced); err != nil {
 		return nil, err
 	}
 	if a.old == nil {
 		objmeta.PrepareCreate(obj, time.Now(), a.cv.hasStatus)
 	} else {
-		obj = objmeta.PrepareUpdate(obj, runtime.DeepCopyJSON(a.old), a.cv.hasStatus, req.GetSubresource())
+		sub := req.GetSubresource()
+		if a.scale {
+			sub = "" // a scale write is an update of the main resource
+		}
+		obj = objmeta.PrepareUpdate(obj, runtime.DeepCopyJSON(a.old), a.cv.hasStatus, sub)
 	}
 	// The merged object decoded as any written object (its JSON numbers
 	// as the validator's decoder reads them), pruned and defaulted.
@@ -133,6 +140,42 @@ func (a *admission) apply(ctx context.Context, req *validatorv1.AdmitRequest) (*
 	}
 	resp.Created = a.old == nil
 	return resp, nil
+}
+
+// merge applies patchObj for manager with the field manager of the
+// admission's subresource. On the scale subresource the patch is a Scale:
+// its replicas land at the version's spec replicas path of the stored
+// object.
+func (a *admission) merge(patchObj map[string]any, manager string, force bool) (map[string]any, error) {
+	patch := &unstructured.Unstructured{Object: patchObj}
+	if a.scale {
+		replicas, mf, err := a.scaleManaged(func(fm *managedfields.FieldManager, live *autoscalingv1.Scale) (runtime.Object, error) {
+			return fm.Apply(live, patch, manager, force)
+		})
+		if err != nil {
+			return nil, err
+		}
+		obj := runtime.DeepCopyJSON(a.old)
+		path := strings.Split(strings.TrimPrefix(a.cv.scale.SpecReplicasPath, "."), ".")
+		if err := unstructured.SetNestedField(obj, replicas, path...); err != nil {
+			return nil, err
+		}
+		(&unstructured.Unstructured{Object: obj}).SetManagedFields(mf)
+		return obj, nil
+	}
+	fm, err := a.manager()
+	if err != nil {
+		return nil, err
+	}
+	merged, err := fm.Apply(a.live(), patch, manager, force)
+	if err != nil {
+		return nil, err
+	}
+	u, ok := merged.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("field manager returned %T", merged)
+	}
+	return u.Object, nil
 }
 
 // yamlWarnings splits a YAML strict decoding error into one warning a

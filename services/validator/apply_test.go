@@ -118,6 +118,26 @@ var ssaSteps = []ssaStep{
 		wantSpec: `{"args":["q"],"color":"blue","ports":[{"name":"https","port":443}],"replicas":3,"tags":["x"]}`, wantStatus: `{"phase":"Ready","replicas":3}`,
 		wantManaged: "[" + aliceTags + "," + bobForced + "," + ctrlStatus + "," + ctrlr + "," + edit + "]"},
 
+	// The scale subresource: its managedFields entries are the Scale's,
+	// moved to the custom resource's replicas path (without a time, as
+	// upstream's ScaleHandler leaves them).
+	{name: "apply creates s1", op: validatorv1.Operation_OPERATION_APPLY, target: "s1", fm: "bob", wantCreated: true,
+		apply:    "apiVersion: ssa.example.com/v1\nkind: Widget\nmetadata:\n  name: s1\nspec:\n  replicas: 3\n",
+		wantSpec: `{"color":"blue","replicas":3}`, wantManaged: `[{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:replicas":{}}},"manager":"bob","operation":"Apply","time":"T"}]`},
+	{name: "scale apply conflict", op: validatorv1.Operation_OPERATION_APPLY, sub: "scale", target: "s1", fm: "scaler",
+		apply:    "apiVersion: autoscaling/v1\nkind: Scale\nmetadata:\n  name: s1\nspec:\n  replicas: 5\n",
+		wantCode: 409, wantReason: metav1.StatusReasonConflict, wantMessage: `Apply failed with 1 conflict: conflict with "bob": .spec.replicas`,
+		wantCauses: []metav1.StatusCause{{Type: metav1.CauseTypeFieldManagerConflict, Message: `conflict with "bob"`, Field: ".spec.replicas"}}},
+	{name: "scale merge patch", op: validatorv1.Operation_OPERATION_PATCH, sub: "scale", target: "s1", ua: "hpa/1.0",
+		obj:      mutate(func(m map[string]any) { m["spec"].(map[string]any)["replicas"] = 6 }),
+		wantSpec: `{"color":"blue","replicas":6}`, wantManaged: `[{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:replicas":{}}},"manager":"hpa","operation":"Update","subresource":"scale","time":"none"}]`},
+	{name: "forced scale apply: upstream's converter refuses the applied Scale", op: validatorv1.Operation_OPERATION_APPLY, sub: "scale", target: "s1", fm: "scaler", force: true,
+		apply:    "apiVersion: autoscaling/v1\nkind: Scale\nmetadata:\n  name: s1\nspec:\n  replicas: 7\n",
+		wantCode: 500, wantMessage: "failed to convert new object (/s1; autoscaling/v1, Kind=Scale) to proper version: request to convert CR to an invalid group/version: autoscaling/v1"},
+	{name: "scale apply of the custom resource's kind", op: validatorv1.Operation_OPERATION_APPLY, sub: "scale", target: "s1", fm: "scaler",
+		apply:    "apiVersion: ssa.example.com/v1\nkind: Widget\nmetadata:\n  name: s1\nspec:\n  replicas: 7\n",
+		wantCode: 400, wantReason: metav1.StatusReasonBadRequest, wantMessage: "invalid object type: ssa.example.com/v1, Kind=Widget"},
+
 	// managedFields sent by the client: a shape the field manager cannot
 	// decode keeps the stored ones, [{}] resets them, valid ones replace them.
 	{name: "update carrying managedFields with an unknown operation", op: validatorv1.Operation_OPERATION_UPDATE, target: "c2", ua: "probe/1.0",

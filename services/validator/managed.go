@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -30,6 +31,7 @@ type fieldManagers struct {
 	err    error
 	main   *managedfields.FieldManager
 	status *managedfields.FieldManager // nil without a status subresource
+	scale  *managedfields.FieldManager // nil without a scale subresource
 }
 
 // managers returns cv's field managers, building them once.
@@ -62,6 +64,13 @@ func (fm *fieldManagers) build(cv *compiledVersion) error {
 	}
 	if fm.main, err = managedfields.NewDefaultCRDFieldManager(tc, conv, def, creater, gvk, gvk.GroupVersion(), "", fieldpath.NewExcludeFilterSetMap(mainReset)); err != nil {
 		return err
+	}
+	if cv.scale != nil {
+		// The Scale's manager (upstream: the scale request scope's, with
+		// the custom resource's version as hub and no reset fields).
+		if fm.scale, err = managedfields.NewDefaultCRDFieldManager(tc, conv, def, creater, scaleGVK, gvk.GroupVersion(), "scale", nil); err != nil {
+			return err
+		}
 	}
 	if cv.hasStatus {
 		if fm.status, err = managedfields.NewDefaultCRDFieldManager(tc, conv, def, creater, gvk, gvk.GroupVersion(), "status", fieldpath.NewExcludeFilterSetMap(statusReset)); err != nil {
@@ -110,6 +119,11 @@ func (c *versionConverter) Convert(in, out, _ any) error {
 }
 
 func (c *versionConverter) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	if sc, ok := in.(*autoscalingv1.Scale); ok {
+		// A typed Scale converts as a built-in type (upstream's
+		// converter special-cases it): autoscaling/v1 is its only version.
+		return sc, nil
+	}
 	u, ok := in.(*unstructured.Unstructured)
 	if !ok {
 		return nil, fmt.Errorf("unexpected object %T", in)
@@ -119,17 +133,16 @@ func (c *versionConverter) ConvertToVersion(in runtime.Object, target runtime.Gr
 	if !ok {
 		return nil, runtime.NewNotRegisteredGVKErrForTarget("crdplane-validator", from, target)
 	}
-	if to.GroupVersion() == from.GroupVersion() || to.Version == runtime.APIVersionInternal {
+	// Upstream's custom resource converter: only the CRD's versions (an
+	// unstructured Scale, as an applied one, is refused).
+	if !c.valid(to.GroupVersion()) {
+		return nil, fmt.Errorf("request to convert CR to an invalid group/version: %s", to.GroupVersion())
+	}
+	if !c.valid(from.GroupVersion()) {
+		return nil, fmt.Errorf("request to convert CR from an invalid group/version: %s", from.GroupVersion())
+	}
+	if to.GroupVersion() == from.GroupVersion() {
 		return u, nil
-	}
-	served := false
-	for _, v := range c.crd.Spec.Versions {
-		if v.Name == to.Version {
-			served = true
-		}
-	}
-	if to.Group != c.crd.Spec.Group || !served {
-		return nil, runtime.NewNotRegisteredGVKErrForTarget("crdplane-validator", from, target)
 	}
 	if conv := c.crd.Spec.Conversion; conv != nil && conv.Strategy == apiextensionsv1.WebhookConverter {
 		return nil, fmt.Errorf("webhook conversion of %s to %s is not available to the field manager", from, to.GroupVersion())
@@ -137,6 +150,18 @@ func (c *versionConverter) ConvertToVersion(in runtime.Object, target runtime.Gr
 	out := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(u.Object)}
 	out.SetAPIVersion(to.GroupVersion().String())
 	return out, nil
+}
+
+func (c *versionConverter) valid(gv runtimeschema.GroupVersion) bool {
+	if gv.Group != c.crd.Spec.Group {
+		return false
+	}
+	for _, v := range c.crd.Spec.Versions {
+		if v.Name == gv.Version {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *versionConverter) ConvertFieldLabel(_ runtimeschema.GroupVersionKind, label, value string) (string, string, error) {
