@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/crdplane/crdplane/pkg/fielderr"
+	"github.com/crdplane/crdplane/pkg/fieldmanager"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
@@ -115,7 +116,7 @@ func (s *Service) admit(ctx context.Context, req *validatorv1.AdmitRequest) (*va
 	}
 
 	if req.GetManagedFields() {
-		if obj, err = a.updateManagedFields(obj, managerName(req.GetFieldManager(), req.GetUserAgent())); err != nil {
+		if obj, err = a.updateManagedFields(obj, fieldmanager.Name(req.GetFieldManager(), req.GetUserAgent())); err != nil {
 			return nil, err
 		}
 	}

@@ -1,18 +1,13 @@
 package validator
 
 import (
-	"bytes"
 	"fmt"
-	"strings"
 	"sync"
-	"unicode"
-	"unicode/utf8"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	runtimeschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
@@ -185,26 +180,4 @@ func (creater) New(gvk runtimeschema.GroupVersionKind) (runtime.Object, error) {
 	u := &unstructured.Unstructured{Object: map[string]any{}}
 	u.SetGroupVersionKind(gvk)
 	return u, nil
-}
-
-// managerName is the field manager of a write: the fieldManager parameter,
-// else the User-Agent's product (the part before the first "/") with
-// non-printable runes dropped, cut to the 128 bytes a manager name may
-// have, as upstream names it.
-func managerName(fieldManager, userAgent string) string {
-	if fieldManager != "" {
-		return fieldManager
-	}
-	product, _, _ := strings.Cut(userAgent, "/")
-	var b bytes.Buffer
-	for _, r := range product {
-		if !unicode.IsPrint(r) {
-			continue
-		}
-		if b.Len()+utf8.RuneLen(r) > metav1validation.FieldManagerMaxLength {
-			break
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

@@ -608,9 +608,12 @@ func (x *PatchRequest) GetOptions() *WriteOptions {
 }
 
 type PatchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Object        []byte                 `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
-	Warnings      []string               `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Object   []byte                 `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	Warnings []string               `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// An apply (patch_type application/apply-patch+yaml) of a CRD that did
+	// not exist created it: the caller answers 201.
+	Created       bool `protobuf:"varint,3,opt,name=created,proto3" json:"created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -657,6 +660,13 @@ func (x *PatchResponse) GetWarnings() []string {
 		return x.Warnings
 	}
 	return nil
+}
+
+func (x *PatchResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
 }
 
 type DeleteRequest struct {
@@ -1082,10 +1092,11 @@ const file_crdplane_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"patch_type\x18\x03 \x01(\tR\tpatchType\x12\x14\n" +
 	"\x05patch\x18\x04 \x01(\fR\x05patch\x12<\n" +
-	"\aoptions\x18\x05 \x01(\v2\".crdplane.registry.v1.WriteOptionsR\aoptions\"C\n" +
+	"\aoptions\x18\x05 \x01(\v2\".crdplane.registry.v1.WriteOptionsR\aoptions\"]\n" +
 	"\rPatchResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\x12\x1a\n" +
-	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\xab\x01\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12\x18\n" +
+	"\acreated\x18\x03 \x01(\bR\acreated\"\xab\x01\n" +
 	"\rDeleteRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x10precondition_uid\x18\x02 \x01(\tR\x0fpreconditionUid\x12B\n" +
