@@ -16,6 +16,8 @@ import (
 	openapispec "k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/yaml"
+
+	"github.com/crdplane/crdplane/pkg/objsize"
 )
 
 // applyPatchType is the media type of a server-side apply.
@@ -132,6 +134,10 @@ func trackUpdate(live, crd *CRD, subresource, manager string) (*CRD, error) {
 // decoding of the body under fieldValidation Strict (400 "error strict
 // decoding YAML: ...") or Warn (warnings).
 func applyCRD(live *CRD, body []byte, subresource, manager string, force bool, directive string) (*CRD, []string, error) {
+	if len(body) > objsize.MaxBytes {
+		// What the HTTP edge answers a body over MaxRequestBodyBytes.
+		return nil, nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", objsize.MaxBytes))
+	}
 	patchObj := map[string]any{}
 	if err := yaml.Unmarshal(body, &patchObj); err != nil {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))

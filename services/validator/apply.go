@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/crdplane/crdplane/pkg/objmeta"
+	"github.com/crdplane/crdplane/pkg/objsize"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
 	"github.com/crdplane/crdplane/services/validator/internal/jsonenc"
 )
@@ -84,6 +85,10 @@ func (a *admission) apply(ctx context.Context, req *validatorv1.AdmitRequest) (*
 			return nil, fmt.Errorf("old object: %w", err)
 		}
 		a.update = true
+	}
+	if len(req.GetApplyPatch()) > objsize.MaxBytes {
+		// What the HTTP edge answers a body over MaxRequestBodyBytes.
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", objsize.MaxBytes))
 	}
 	patchObj := map[string]any{}
 	if err := yaml.Unmarshal(req.GetApplyPatch(), &patchObj); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"reflect"
+	"strings"
 	"strconv"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ type ssaStep struct {
 	ua     string
 	fm     string
 	force  bool
+	fv     string // fieldValidation
 	// obj is the object of a create, update or patch (after the caller
 	// applied a JSON or merge patch), built from the stored one (nil on
 	// create).
@@ -48,6 +50,7 @@ type ssaStep struct {
 	wantManaged string
 	// wantAnnotations, when set, are the object's annotations (JSON).
 	wantAnnotations string
+	wantWarnings    []string
 }
 
 func widget(name, spec string) func(map[string]any) map[string]any {
@@ -138,6 +141,21 @@ var ssaSteps = []ssaStep{
 		apply:    "apiVersion: ssa.example.com/v1\nkind: Widget\nmetadata:\n  name: s1\nspec:\n  replicas: 7\n",
 		wantCode: 400, wantReason: metav1.StatusReasonBadRequest, wantMessage: "invalid object type: ssa.example.com/v1, Kind=Widget"},
 
+	// Granularity as the schema says: an atomic map, a preserve-unknown
+	// object (its fields owned one by one), a granular map, int-or-string.
+	{name: "apply of atomic, preserved, granular and int-or-string fields", op: validatorv1.Operation_OPERATION_APPLY, target: "t1", fm: "x", wantCreated: true,
+		apply:       "apiVersion: ssa.example.com/v1\nkind: Widget\nmetadata:\n  name: t1\nspec:\n  free: {anything: [1, 2]}\n  size: 10%\n  atomicMap: {a: \"1\"}\n  labels: {k: v}\n",
+		wantSpec:    `{"atomicMap":{"a":"1"},"color":"blue","free":{"anything":[1,2]},"labels":{"k":"v"},"size":"10%"}`,
+		wantManaged: `[{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:atomicMap":{},"f:free":{"f:anything":{}},"f:labels":{"f:k":{}},"f:size":{}}},"manager":"x","operation":"Apply","time":"T"}]`},
+	{name: "apply with a duplicate key under Strict", op: validatorv1.Operation_OPERATION_APPLY, target: "t2", fm: "x", fv: "Strict",
+		apply:    "apiVersion: ssa.example.com/v1\nkind: Widget\nmetadata:\n  name: t2\nspec:\n  color: a\n  color: b\n",
+		wantCode: 400, wantReason: metav1.StatusReasonBadRequest, wantMessage: "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  line 7: key \"color\" already set in map"},
+	{name: "apply with a duplicate key under Warn", op: validatorv1.Operation_OPERATION_APPLY, target: "t3", fm: "x", wantCreated: true,
+		apply:        "apiVersion: ssa.example.com/v1\nkind: Widget\nmetadata:\n  name: t3\nspec:\n  color: a\n  color: b\n",
+		wantWarnings: []string{`line 7: key "color" already set in map`},
+		wantSpec:     `{"color":"b"}`,
+		wantManaged:  `[{"apiVersion":"ssa.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:color":{}}},"manager":"x","operation":"Apply","time":"T"}]`},
+
 	// managedFields sent by the client: a shape the field manager cannot
 	// decode keeps the stored ones, [{}] resets them, valid ones replace them.
 	{name: "update carrying managedFields with an unknown operation", op: validatorv1.Operation_OPERATION_UPDATE, target: "c2", ua: "probe/1.0",
@@ -210,6 +228,9 @@ var ssaSteps = []ssaStep{
 		wantCode: 500, wantMessage: "failed to create typed patch object (/a1; ssa.example.com/v1, Kind=Widget): .spec.replicas: expected numeric (int or float), got string"},
 	{name: "apply of YAML 1.1 booleans into a set of strings", op: validatorv1.Operation_OPERATION_APPLY, target: "a1", fm: "x", apply: applyA1 + "spec:\n  tags: [x, y]\n",
 		wantCode: 500, wantMessage: "failed to create typed patch object (/a1; ssa.example.com/v1, Kind=Widget): .spec.tags[=true]: expected string, got &value.valueUnstructured{Value:true}"},
+	{name: "apply body over 3 MiB", op: validatorv1.Operation_OPERATION_APPLY, target: "big", fm: "x",
+		apply:    "apiVersion: ssa.example.com/v1\nkind: Widget\nmetadata:\n  name: big\nspec:\n  free:\n    blob: \"" + strings.Repeat("a", 3<<20) + "\"\n",
+		wantCode: 413, wantReason: metav1.StatusReasonRequestEntityTooLarge, wantMessage: "Request entity too large: limit is 3145728"},
 	{name: "apply conflict", op: validatorv1.Operation_OPERATION_APPLY, target: "a1", fm: "x", apply: applyA1 + "spec:\n  replicas: 9\n",
 		wantCode: 409, wantReason: metav1.StatusReasonConflict, wantMessage: `Apply failed with 1 conflict: conflict with "bob": .spec.replicas`,
 		wantCauses: []metav1.StatusCause{{Type: metav1.CauseTypeFieldManagerConflict, Message: `conflict with "bob"`, Field: ".spec.replicas"}}},
@@ -229,7 +250,7 @@ func TestManagedFieldsAsUpstream(t *testing.T) {
 			req := &validatorv1.AdmitRequest{
 				Crd: ssaWidgetRef, Version: "v1", Operation: st.op, Subresource: st.sub, ManagedFields: true,
 				FieldManager: st.fm, UserAgent: st.ua, Force: st.force, ApplyPatch: []byte(st.apply),
-				Namespace: "default", Name: st.target,
+				Namespace: "default", Name: st.target, FieldValidation: st.fv,
 			}
 			if old != nil {
 				req.OldObject, _ = json.Marshal(old)
@@ -261,6 +282,9 @@ func TestManagedFieldsAsUpstream(t *testing.T) {
 			}
 			if len(resp.GetCauses()) > 0 {
 				t.Fatalf("causes: %v", resp.GetCauses())
+			}
+			if !reflect.DeepEqual(resp.GetWarnings(), st.wantWarnings) {
+				t.Errorf("warnings %q, want %q", resp.GetWarnings(), st.wantWarnings)
 			}
 			if resp.GetCreated() != st.wantCreated {
 				t.Errorf("created %v, want %v", resp.GetCreated(), st.wantCreated)
