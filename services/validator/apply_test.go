@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"maps"
 	"reflect"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
