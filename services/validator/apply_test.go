@@ -3,6 +3,7 @@ package validator
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"maps"
 	"reflect"
 	"strconv"
@@ -10,10 +11,13 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/crdplane/crdplane/pkg/grpcx"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
+	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
 )
 
@@ -335,4 +339,59 @@ func jsonEqual(t *testing.T, what string, got any, want string) {
 	if !reflect.DeepEqual(g, w) {
 		t.Errorf("%s:\n got %s\nwant %s", what, gb, want)
 	}
+}
+
+// TestFieldManagerFollowsCRD: the type converter is cached with the
+// compiled CRD version and rebuilt from the new schema when the CRD
+// changes (a field the first generation does not declare is refused as
+// upstream refuses it, and accepted once the next generation declares it).
+func TestFieldManagerFollowsCRD(t *testing.T) {
+	base := loadCRD(t, "testdata/crds/ssa-widgets.yaml")
+	base.UID, base.Generation = "uid-ssa", 1
+	gen2 := base.DeepCopy()
+	gen2.Generation = 2
+	spec := gen2.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	spec.Properties["extra"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+	gen2.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec
+	reg := &fakeRegistry{initial: []*CRD{base}, events: make(chan *registryv1.WatchResponse, 4)}
+	addr := "inproc://validator-test-registry-ssa"
+	lis, err := grpcx.Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpcx.NewServer()
+	registryv1.RegisterRegistryServiceServer(srv, reg)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	svc, err := New(context.Background(), Config{RegistryAddr: addr, CRDWaitTimeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	for deadline := time.Now().Add(5 * time.Second); svc.Ready() != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("never ready:", svc.Ready())
+		}
+	}
+	client := serve(t, svc)
+	apply := func(gen int64) (*validatorv1.AdmitResponse, error) {
+		return client.Admit(context.Background(), &validatorv1.AdmitRequest{
+			Crd: &commonv1.CRDRef{Name: base.Name, Uid: "uid-ssa", Generation: gen}, Version: "v1",
+			Operation: validatorv1.Operation_OPERATION_APPLY, ManagedFields: true, FieldManager: "x", Namespace: "default", Name: "e",
+			ApplyPatch: []byte("apiVersion: ssa.example.com/v1\nkind: Widget\nmetadata:\n  name: e\nspec:\n  extra: yes-please\n"),
+		})
+	}
+	_, err = apply(1)
+	if s := kstatus.FromError(err); s.Code != 500 || s.Message != "failed to create typed patch object (/e; ssa.example.com/v1, Kind=Widget): .spec.extra: field not declared in schema" {
+		t.Fatalf("generation 1: %d %q", s.Code, s.Message)
+	}
+	reg.events <- crdEvent(commonv1.EventType_EVENT_TYPE_MODIFIED, gen2)
+	resp, err := apply(2)
+	if err != nil || len(resp.GetCauses()) > 0 {
+		t.Fatalf("generation 2: %v %v", err, resp.GetCauses())
+	}
+	obj := fromJSON(t, resp.GetObject())
+	jsonEqual(t, "spec", obj["spec"], `{"color":"blue","extra":"yes-please"}`)
+	mf := obj["metadata"].(map[string]any)["managedFields"].([]any)
+	jsonEqual(t, "fieldsV1", mf[0].(map[string]any)["fieldsV1"], `{"f:spec":{"f:extra":{}}}`)
 }
