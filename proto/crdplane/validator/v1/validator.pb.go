@@ -96,8 +96,12 @@ type AdmitRequest struct {
 	Object []byte `protobuf:"bytes,4,opt,name=object,proto3" json:"object,omitempty"`
 	// The stored object on update (JSON, at `version`), else empty.
 	OldObject []byte `protobuf:"bytes,5,opt,name=old_object,json=oldObject,proto3" json:"old_object,omitempty"`
-	// "" or "status": on status writes only .status is validated against the
-	// OpenAPI schema (CEL rules run on the whole object, as upstream).
+	// "", "status" or "scale": on status writes only .status is validated
+	// against the OpenAPI schema (CEL rules run on the whole object, as
+	// upstream); a scale write (object = the stored object with the new
+	// replicas) is validated as an update of the main resource, and with
+	// managed_fields its managedFields entries are the Scale's (subresource
+	// "scale"), as upstream's scale subresource records them.
 	Subresource string `protobuf:"bytes,6,opt,name=subresource,proto3" json:"subresource,omitempty"`
 	// The request's fieldValidation directive: "Strict", "Warn", "Ignore" or
 	// "" (= Warn, kube-apiserver's default). Under Strict, unknown fields fail
