@@ -15,7 +15,7 @@ import (
 	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/jsonscan"
 	"github.com/crdplane/crdplane/pkg/patch"
-	crschema "github.com/crdplane/crdplane/services/validator/schema"
+	"github.com/crdplane/crdplane/pkg/structural"
 )
 
 // decodePatch is upstream's strict pre-decoding of a JSON or merge patch
@@ -142,7 +142,7 @@ func (a *kubeAPI) decodePatched(r *resource, patched []byte, directive string, q
 			}
 		}
 	}
-	unknown, err := crschema.Normalize(obj, s, false)
+	unknown, err := structural.Normalize(obj, s, false)
 	if err != nil {
 		return nil, err
 	}
@@ -167,8 +167,8 @@ func decodeErrorText(err error) string {
 // metadataOnlySchema is what upstream's schema-coercing decoder applies to
 // an object of another group or kind: its metadata decoded as an
 // ObjectMeta, nothing pruned.
-var metadataOnlySchema = sync.OnceValue(func() *crschema.Schema {
-	s, err := crschema.Compile(nil, crschema.WithPreserveUnknownFields(true))
+var metadataOnlySchema = sync.OnceValue(func() *structural.Schema {
+	s, err := structural.Compile(nil, structural.WithPreserveUnknownFields(true))
 	if err != nil {
 		panic(err)
 	}

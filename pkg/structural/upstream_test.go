@@ -1,4 +1,4 @@
-package schema
+package structural
 
 // Upstream's pipeline, assembled from k8s.io/apiextensions-apiserver's
 // packages the way its request decoder and strategies use them. Test-only:

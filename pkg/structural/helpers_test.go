@@ -1,4 +1,4 @@
-package schema
+package structural
 
 import (
 	"os"
@@ -14,7 +14,7 @@ import (
 	"github.com/crdplane/crdplane/pkg/fielderr"
 )
 
-const referenceDir = "../testdata/reference"
+const referenceDir = "testdata/reference"
 
 // parseYAML decodes YAML (or JSON) into a JSON value with int64/float64
 // numbers, as upstream decodes request bodies.

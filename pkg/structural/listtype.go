@@ -1,4 +1,4 @@
-package schema
+package structural
 
 import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"

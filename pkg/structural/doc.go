@@ -1,4 +1,4 @@
-// Package schema applies a CustomResourceDefinition's structural OpenAPI v3
+// Package structural applies a CustomResourceDefinition's structural OpenAPI v3
 // schema to custom resources, as kube-apiserver does:
 //
 //   - Compile turns an apiextensions.k8s.io/v1 JSONSchemaProps into a Schema
@@ -24,4 +24,4 @@
 // Where upstream iterates Go maps (and so reports sibling errors in random
 // order), this package visits keys in sorted order, so its output is
 // deterministic.
-package schema
+package structural
