@@ -48,10 +48,6 @@ func writeStatus(w http.ResponseWriter, s *metav1.Status) {
 	h.Del("Trailer")
 	h.Del("Transfer-Encoding")
 	h.Del("Content-Length")
-	if isPageNotFound(s) {
-		http.NotFound(w, nil)
-		return
-	}
 	h.Set("Content-Type", contentTypeJSON)
 	h.Set("X-Content-Type-Options", "nosniff")
 	setRetryAfter(h, s)
@@ -78,28 +74,50 @@ func errorHandler(ctx context.Context, mux *runtime.ServeMux, _ runtime.Marshale
 			w.Header().Add("Warning", v)
 		}
 	}
-	s := kstatus.FromError(err)
 	if errors.Is(r.Context().Err(), context.DeadlineExceeded) {
-		s = kstatus.FromError(errRequestTimeout())
+		err = errRequestTimeout()
 	}
-	if s.Code >= 500 && r.Context().Err() == nil {
+	if s := kstatus.FromError(err); s.Code >= 500 && r.Context().Err() == nil {
 		slog.Default().ErrorContext(ctx, "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	writeStatusFor(w, r, s)
+	writeError(w, r, err)
+}
+
+// writeError answers r with err: net/http's "404 page not found" for a
+// path no handler serves (marked by kstatus.IsPageNotFound, here or by the
+// service that answered), else err's Status (writeStatusFor).
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if kstatus.IsPageNotFound(err) {
+		writePageNotFound(w)
+		return
+	}
+	writeStatusFor(w, r, kstatus.FromError(err))
+}
+
+// writePageNotFound answers as kube-apiserver's delegation chain ends for a
+// path no handler serves: net/http's NotFound.
+func writePageNotFound(w http.ResponseWriter) {
+	h := w.Header()
+	h.Del("Trailer")
+	h.Del("Transfer-Encoding")
+	h.Del("Content-Length")
+	http.NotFound(w, nil)
 }
 
 // routingErrorHandler answers requests no route matches as kube-apiserver
 // does: 404 NotFound "the server could not find the requested resource",
 // 405 MethodNotAllowed.
 func routingErrorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, code int) {
+	if code == http.StatusNotFound {
+		writePageNotFound(w)
+		return
+	}
 	writeStatus(w, routingStatus(code))
 }
 
 func routingStatus(code int) *metav1.Status {
 	var err *apierrors.StatusError
 	switch code {
-	case http.StatusNotFound:
-		err = errNotFound()
 	case http.StatusMethodNotAllowed:
 		err = apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, "", schema.GroupResource{}, "", "", 0, false)
 	case http.StatusBadRequest:
@@ -116,25 +134,9 @@ func routingStatus(code int) *metav1.Status {
 // resource, a version not served, a CRD not established, a scope mismatch.
 const pageNotFound = "404 page not found"
 
-// errNotFound is kube-apiserver's answer for a path it does not serve. It
-// crosses the gRPC boundary as a Status; writeStatus answers it as net/http
-// does.
-func errNotFound() *apierrors.StatusError {
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound, Message: pageNotFound,
-	}}
-}
-
-// isPageNotFound reports whether s is errNotFound's Status, or the generic
-// 404 of another service for a path it does not serve (the registry's
-// discovery of an unknown group, a CRD subresource that does not exist):
-// NotFound naming no object.
-func isPageNotFound(s *metav1.Status) bool {
-	if s.Code != http.StatusNotFound || s.Reason != metav1.StatusReasonNotFound {
-		return false
-	}
-	if d := s.Details; d != nil && (d.Name != "" || d.Kind != "" || d.Group != "" || len(d.Causes) > 0) {
-		return false
-	}
-	return s.Message == pageNotFound || s.Message == "the server could not find the requested resource"
+// errNotFound is kube-apiserver's answer for a path it does not serve,
+// marked as such (kstatus.NewPageNotFound): it crosses the gRPC boundary as
+// a Status with the marker, and writeError answers it as net/http does.
+func errNotFound() error {
+	return kstatus.NewPageNotFound(pageNotFound)
 }

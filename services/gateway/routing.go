@@ -68,14 +68,14 @@ func (k *kubeRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (k *kubeRouter) refuse(w http.ResponseWriter, r *http.Request, ri requestInfo) {
 	res, err := k.api.resolve(r.Context(), ri.group, ri.version, ri.resource, ri.namespace, scopeObject)
 	if err != nil {
-		writeStatusFor(w, r, kstatus.FromError(err))
+		writeError(w, r, err)
 		return
 	}
 	for _, warning := range res.warnings {
 		w.Header().Add("Warning", warningHeader(warning))
 	}
 	if err := checkSubresource(res, ri.subresource, ri.name); err != nil {
-		writeStatusFor(w, r, kstatus.FromError(err))
+		writeError(w, r, err)
 		return
 	}
 	if ri.name == "" && (ri.verb == "update" || ri.verb == "patch") {
@@ -161,7 +161,7 @@ func (ri requestInfo) collectionPath() string {
 // ErrorNegotiated does: YAML when the first Accept clause it can serve
 // asks for YAML, else JSON.
 func writeStatusFor(w http.ResponseWriter, r *http.Request, s *metav1.Status) {
-	if r == nil || !statusAsYAML(r.Header.Get("Accept")) || isPageNotFound(s) {
+	if r == nil || !statusAsYAML(r.Header.Get("Accept")) {
 		writeStatus(w, s)
 		return
 	}
