@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"math"
 	"net/http"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
@@ -89,22 +88,10 @@ func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out outp
 	if err != nil {
 		return nil, err
 	}
-	minRV = clampRV(minRV, req.GetResourceVersion())
 	addWarnings(ctx, r.warnings...)
-	key := r.objectKey(req.GetNamespace(), req.GetName())
-	resp, err := a.storage.Get(ctx, &storagev1.GetRequest{Key: key})
-	if minRV > 0 && (err == nil && resp.GetResourceVersion() < minRV || apierrors.IsNotFound(storageErr(err, r.groupResource(), req.GetName()))) {
-		// "Not older than" a revision the object does not show: the store
-		// must have reached it (upstream's watch cache waits for it first,
-		// a missing object included), else 504.
-		waited, werr := a.waitForRevision(ctx, r, minRV, req.GetResourceVersion())
-		if werr != nil {
-			return nil, werr
-		}
-		if waited {
-			resp, err = a.storage.Get(ctx, &storagev1.GetRequest{Key: key})
-		}
-	}
+	// "Not older than" a revision (upstream's watch cache waits for it, a
+	// missing object included, else 504): storage waits.
+	resp, err := a.storage.Get(ctx, &storagev1.GetRequest{Key: r.objectKey(req.GetNamespace(), req.GetName()), MinResourceVersion: uint64(minRV)})
 	if err != nil {
 		return nil, storageErr(err, r.groupResource(), req.GetName())
 	}
@@ -313,27 +300,17 @@ func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string,
 		// An exact read past the largest revision: upstream's etcd3 store
 		// reads int64(rv), a negative revision, which etcd reads as the
 		// latest; then the result is older than asked (no retry hint).
-		lo.ResourceVersion = 0
-	case beyond:
-		minRV = math.MaxInt64
+		lo.ResourceVersion, minRV = 0, 0
 	}
-	req := &storagev1.ListRequest{Prefix: r.collectionKey(namespace), Options: lo}
+	// "Not older than" a revision still to come: storage waits for it, as
+	// upstream's watch cache does (minRV is the resourceVersion's uint64).
+	req := &storagev1.ListRequest{Prefix: r.collectionKey(namespace), Options: lo, MinResourceVersion: uint64(minRV)}
 	resp, err := a.storage.List(ctx, req)
 	if err != nil {
 		return listPage{}, err
 	}
 	if exactBeyond {
 		return listPage{}, errTooLargeRV(opts.ResourceVersion, resp.GetResourceVersion(), 0)
-	}
-	if resp.GetResourceVersion() < minRV {
-		// "Not older than" a revision still to come: wait for it, then
-		// read again, as upstream's watch cache does.
-		if _, err := a.waitForRevision(ctx, r, minRV, opts.ResourceVersion); err != nil {
-			return listPage{}, err
-		}
-		if resp, err = a.storage.List(ctx, req); err != nil {
-			return listPage{}, err
-		}
 	}
 	return listPage{
 		items:           resp.GetObjects(),

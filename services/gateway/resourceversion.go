@@ -1,17 +1,12 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"strconv"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
-	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 )
 
 // Reads at a resourceVersion the store has not reached, as upstream v1.33
@@ -21,7 +16,9 @@ import (
 //     unset without a limit) and a get: upstream's watch cache waits 3s for
 //     the revision, then 504 "Timeout: Too large resource version: <asked>,
 //     current: <current>" (cause ResourceVersionTooLarge, retry after 1s);
-//     a get of a missing object too;
+//     a get of a missing object too. The gateway asks storage for a read
+//     not older than the revision (min_resource_version), and storage
+//     waits;
 //   - an exact list (Exact, or a limit with a resourceVersion): etcd's own
 //     error, a plain 500 "etcdserver: mvcc: required revision is a future
 //     revision" (the storage service answers it); past the largest etcd
@@ -32,49 +29,7 @@ import (
 //
 // A resourceVersion is any uint64 to upstream; past MaxInt64 it is the
 // largest revision here (no revision gets there either), and messages say
-// it as the client wrote it.
-
-// revisionWait is how long a read "not older than" a revision waits for
-// the store to reach it: upstream's watch cache blockTimeout (3s).
-const revisionWait = 3 * time.Second
-
-// waitForRevision waits, at most revisionWait, until the store has reached
-// revision rv, and reports whether it had to wait; 504 "Too large resource
-// version" (asked is the revision as the client wrote it) when the store
-// does not get there.
-func (a *kubeAPI) waitForRevision(ctx context.Context, r *resource, rv int64, asked string) (bool, error) {
-	deadline := time.Now().Add(revisionWait)
-	pause := 10 * time.Millisecond
-	for waited := false; ; waited = true {
-		current, err := a.currentRevision(ctx, r)
-		if err != nil {
-			return waited, err
-		}
-		if current >= rv {
-			return waited, nil
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return waited, errTooLargeRV(asked, current, 1)
-		}
-		select {
-		case <-ctx.Done():
-			return waited, ctx.Err()
-		case <-time.After(min(pause, left)):
-		}
-		pause = min(2*pause, 200*time.Millisecond)
-	}
-}
-
-// currentRevision is the store's current revision (the revision a list of
-// r's collection reads at).
-func (a *kubeAPI) currentRevision(ctx context.Context, r *resource) (int64, error) {
-	resp, err := a.storage.List(ctx, &storagev1.ListRequest{Prefix: r.collectionKey(""), Options: &commonv1.ListOptions{Limit: 1}})
-	if err != nil {
-		return 0, err
-	}
-	return resp.GetResourceVersion(), nil
-}
+// it as the uint64 it is (upstream's NewTooLargeResourceVersionError).
 
 // errTooLargeRV is upstream's answer for a read at a revision the store
 // has not reached (k8s.io/apiserver/pkg/storage
