@@ -11,6 +11,7 @@ import (
 
 	"github.com/crdplane/crdplane/pkg/jsonscan"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // admission is one object's trip through the validator.
@@ -70,9 +71,9 @@ func (a *kubeAPI) admit(ctx context.Context, r *resource, ad admission) ([]byte,
 	if err != nil {
 		return nil, fmt.Errorf("admit %s %q: %w", r.kind, ad.name, err)
 	}
-	addWarnings(ctx, resp.GetWarnings()...)
-	causes := causesFromFieldErrors(ad.metaErrs)
-	causes = append(causes, causesFromProto(resp.GetCauses())...)
+	httpx.AddWarnings(ctx, resp.GetWarnings()...)
+	causes := httpx.CausesFromFieldErrors(ad.metaErrs)
+	causes = append(causes, httpx.CausesFromProto(resp.GetCauses())...)
 	if len(causes) > 0 {
 		if ad.op == validatorv1.Operation_OPERATION_UPDATE {
 			// Upstream validates an update's metadata twice (the gateway's
@@ -80,9 +81,9 @@ func (a *kubeAPI) admit(ctx context.Context, r *resource, ad admission) ([]byte,
 			// validator's its strategy's): every metadata error is listed
 			// twice, or three times (ValidateObjectMetaAccessor's labels,
 			// annotations, owner references, ... again).
-			return nil, newInvalidAll(r.groupKind(), ad.name, causes)
+			return nil, httpx.NewInvalidAll(r.groupKind(), ad.name, causes)
 		}
-		return nil, newInvalid(r.groupKind(), ad.name, causes)
+		return nil, httpx.NewInvalid(r.groupKind(), ad.name, causes)
 	}
 	if len(resp.GetObject()) == 0 {
 		return data, nil

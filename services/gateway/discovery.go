@@ -13,14 +13,15 @@ import (
 
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // GetCoreDiscovery serves /api (no core group is served) and 404s /api/<v>.
 func (a *kubeAPI) GetCoreDiscovery(ctx context.Context, req *gatewayv1.GetCoreDiscoveryRequest) (*httpbody.HttpBody, error) {
 	if req.GetVersion() != "" {
-		return nil, toGRPC(errNotFound())
+		return nil, toGRPC(httpx.ErrNotFound())
 	}
-	host := requestMetaFrom(ctx).host
+	host := httpx.RequestMetaFrom(ctx).Host
 	if host == "" {
 		host = "localhost"
 	}
@@ -36,7 +37,7 @@ func (a *kubeAPI) GetCoreDiscovery(ctx context.Context, req *gatewayv1.GetCoreDi
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	return &httpbody.HttpBody{ContentType: contentTypeJSON, Data: append(b, '\n')}, nil
+	return &httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: append(b, '\n')}, nil
 }
 
 // GetDiscovery serves /apis, /apis/<g> and /apis/<g>/<v> from the
@@ -45,20 +46,20 @@ func (a *kubeAPI) GetDiscovery(ctx context.Context, req *gatewayv1.GetDiscoveryR
 	resp, err := a.registry.GetDiscovery(ctx, &registryv1.GetDiscoveryRequest{
 		Group:   req.GetGroup(),
 		Version: req.GetVersion(),
-		Accept:  requestMetaFrom(ctx).accept,
+		Accept:  httpx.RequestMetaFrom(ctx).Accept,
 	})
 	if err != nil {
 		return nil, toGRPC(err)
 	}
 	ct := resp.GetContentType()
 	if ct == "" {
-		ct = contentTypeJSON
+		ct = httpx.ContentTypeJSON
 	}
 	// The registry's ETag; a client that has the document gets a 304.
 	if etag := resp.GetEtag(); etag != "" {
-		_ = grpc.SetHeader(ctx, metadata.Pairs(mdETag, etag))
+		_ = grpc.SetHeader(ctx, metadata.Pairs(httpx.MDETag, etag))
 		if inm := metadata.ValueFromIncomingContext(ctx, "if-none-match"); len(inm) > 0 && inm[0] == etag {
-			setHTTPCode(ctx, http.StatusNotModified)
+			httpx.SetHTTPCode(ctx, http.StatusNotModified)
 			return &httpbody.HttpBody{ContentType: ct}, nil
 		}
 	}
@@ -72,7 +73,7 @@ func (a *kubeAPI) GetOpenAPI(ctx context.Context, req *gatewayv1.GetOpenAPIReque
 	resp, err := a.openapi.GetDocument(ctx, &registryv1.GetDocumentRequest{
 		Version: req.GetVersion(),
 		Path:    req.GetPath(),
-		Accept:  requestMetaFrom(ctx).accept,
+		Accept:  httpx.RequestMetaFrom(ctx).Accept,
 	})
 	if err != nil {
 		return nil, toGRPC(err)
@@ -80,19 +81,19 @@ func (a *kubeAPI) GetOpenAPI(ctx context.Context, req *gatewayv1.GetOpenAPIReque
 	if resp.GetContentType() == "" && len(resp.GetBody()) == 0 {
 		// no such document: upstream's handler writes nothing (200, no
 		// body, no Content-Type)
-		_ = grpc.SetHeader(ctx, metadata.Pairs(mdNoContentType, "1"))
+		_ = grpc.SetHeader(ctx, metadata.Pairs(httpx.MDNoContentType, "1"))
 		return &httpbody.HttpBody{}, nil
 	}
-	headers := []string{mdETag, resp.GetEtag()}
+	headers := []string{httpx.MDETag, resp.GetEtag()}
 	if req.GetHash() != "" && `"`+req.GetHash()+`"` == resp.GetEtag() {
-		headers = append(headers, mdCacheControl, "public, immutable")
+		headers = append(headers, httpx.MDCacheControl, "public, immutable")
 	} else {
-		headers = append(headers, mdCacheControl, "no-cache, private")
+		headers = append(headers, httpx.MDCacheControl, "no-cache, private")
 	}
 	_ = grpc.SetHeader(ctx, metadata.Pairs(headers...))
 	ct := resp.GetContentType()
 	if ct == "" {
-		ct = contentTypeJSON
+		ct = httpx.ContentTypeJSON
 	}
 	return &httpbody.HttpBody{ContentType: ct, Data: resp.GetBody()}, nil
 }

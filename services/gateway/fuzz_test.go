@@ -5,6 +5,7 @@ import (
 	"runtime/metrics"
 	"testing"
 
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -34,9 +35,9 @@ func fuzzCheckAlloc(t *testing.T, input, perByte int, fn func()) {
 // are bounded by the YAML library).
 func FuzzRequestBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, yaml bool, body []byte) {
-		ct := contentTypeJSON
+		ct := httpx.ContentTypeJSON
 		if yaml {
-			ct = contentTypeYAML
+			ct = httpx.ContentTypeYAML
 		}
 		fuzzCheckAlloc(t, len(body), 1000, func() {
 			data, err := requestBodyJSON(ct, body)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/crdplane/crdplane/pkg/objmeta"
 	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // object is a decoded custom resource.
@@ -88,7 +89,7 @@ func isYAMLBody(contentType string) bool {
 		return false
 	}
 	switch mt {
-	case contentTypeYAML, "application/x-yaml", "text/yaml":
+	case httpx.ContentTypeYAML, "application/x-yaml", "text/yaml":
 		return true
 	}
 	return false
@@ -100,25 +101,25 @@ func isYAMLBody(contentType string) bool {
 // (a 400 with the converter's message; custom resources word it as their
 // decoder does, see decodeCustomResource).
 func requestBodyJSON(contentType string, body []byte) ([]byte, error) {
-	mt := contentTypeJSON
+	mt := httpx.ContentTypeJSON
 	if contentType != "" {
 		parsed, _, err := mime.ParseMediaType(contentType)
 		if err != nil {
-			return nil, unsupportedMediaType(contentTypeJSON, contentTypeYAML)
+			return nil, unsupportedMediaType(httpx.ContentTypeJSON, httpx.ContentTypeYAML)
 		}
 		mt = parsed
 	}
 	switch mt {
-	case contentTypeJSON, "*/*":
+	case httpx.ContentTypeJSON, "*/*":
 		return body, nil
-	case contentTypeYAML, "application/x-yaml", "text/yaml":
+	case httpx.ContentTypeYAML, "application/x-yaml", "text/yaml":
 		j, err := yaml.YAMLToJSON(body)
 		if err != nil {
 			return nil, &yamlError{StatusError: apierrors.NewBadRequest(err.Error()), cause: err}
 		}
 		return j, nil
 	default:
-		return nil, unsupportedMediaType(contentTypeJSON, contentTypeYAML)
+		return nil, unsupportedMediaType(httpx.ContentTypeJSON, httpx.ContentTypeYAML)
 	}
 }
 

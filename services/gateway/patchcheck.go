@@ -16,6 +16,7 @@ import (
 	"github.com/crdplane/crdplane/pkg/jsonscan"
 	"github.com/crdplane/crdplane/pkg/patch"
 	"github.com/crdplane/crdplane/pkg/structural"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // decodePatch is upstream's strict pre-decoding of a JSON or merge patch
@@ -42,7 +43,7 @@ func patchStrictErrors(ctx context.Context, directive string, strictErrs []error
 		return patchInvalid(quoted(), runtime.NewStrictDecodingError(strictErrs).Error())
 	}
 	for _, e := range strictErrs {
-		addWarnings(ctx, e.Error())
+		httpx.AddWarnings(ctx, e.Error())
 	}
 	return nil
 }

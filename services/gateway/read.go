@@ -15,6 +15,7 @@ import (
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // optimisticLockMsg is kube-apiserver's conflict message for a stale resourceVersion.
@@ -55,8 +56,8 @@ func checkSubresource(r *resource, sub, name string) error {
 
 // Get serves GET on one object (and its status and scale subresources).
 func (a *kubeAPI) Get(ctx context.Context, req *gatewayv1.GetRequest) (*httpbody.HttpBody, error) {
-	rm := requestMetaFrom(ctx)
-	out, err := negotiateOutput(rm, req.GetPretty())
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.NegotiateOutput(rm, req.GetPretty())
 	if err != nil {
 		return reply(nil, err)
 	}
@@ -66,7 +67,7 @@ func (a *kubeAPI) Get(ctx context.Context, req *gatewayv1.GetRequest) (*httpbody
 	return reply(a.crGet(ctx, req, out, rm))
 }
 
-func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out outputFormat, rm requestMeta) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeObject)
 	if err != nil {
 		return nil, err
@@ -88,7 +89,7 @@ func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out outp
 	if err != nil {
 		return nil, err
 	}
-	addWarnings(ctx, r.warnings...)
+	httpx.AddWarnings(ctx, r.warnings...)
 	// "Not older than" a revision (upstream's watch cache waits for it, a
 	// missing object included, else 504): storage waits.
 	resp, err := a.storage.Get(ctx, &storagev1.GetRequest{Key: r.objectKey(req.GetNamespace(), req.GetName()), MinResourceVersion: uint64(minRV)})
@@ -107,59 +108,59 @@ func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out outp
 
 // respondObject renders one object (JSON at the request version) in the
 // negotiated format; printer gives its table columns.
-func respondObject(out outputFormat, rm requestMeta, obj []byte, printer func() *tablePrinter) (*httpbody.HttpBody, error) {
-	switch out.as {
-	case asTable:
-		opts, err := tableOptions(rm.query())
+func respondObject(out httpx.OutputFormat, rm httpx.RequestMeta, obj []byte, printer func() *tablePrinter) (*httpbody.HttpBody, error) {
+	switch out.As {
+	case httpx.AsTable:
+		opts, err := tableOptions(rm.Query())
 		if err != nil {
 			return nil, err
 		}
-		tw := &tableWriter{printer: printer(), opts: opts, gv: out.asGV}
+		tw := &tableWriter{printer: printer(), opts: opts, gv: out.AsGV}
 		doc, err := tw.table([][]byte{obj}, metav1.ListMeta{ResourceVersion: objectResourceVersion(obj)})
 		if err != nil {
 			return nil, err
 		}
-		return out.body(doc), nil
-	case asPartialObjectMetadata:
+		return out.Body(doc), nil
+	case httpx.AsPartialObjectMetadata:
 		o, err := decodeObject(obj)
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
-		doc, err := partialObjectMetadata(o, out.asGV)
+		doc, err := partialObjectMetadata(o, out.AsGV)
 		if err != nil {
 			return nil, err
 		}
-		return out.body(doc), nil
-	case asPartialObjectMetadataList:
+		return out.Body(doc), nil
+	case httpx.AsPartialObjectMetadataList:
 		return nil, errNotAcceptableConversion("you requested PartialObjectMetadataList, but the requested object is not a list (*unstructured.Unstructured)")
 	}
-	return out.body(obj), nil
+	return out.Body(obj), nil
 }
 
 // respondList renders a list page (items JSON at the request version).
-func respondList(out outputFormat, rm requestMeta, apiVersion, listKind string, page listPage, printer func() *tablePrinter) (*httpbody.HttpBody, error) {
-	switch out.as {
-	case asTable:
-		opts, err := tableOptions(rm.query())
+func respondList(out httpx.OutputFormat, rm httpx.RequestMeta, apiVersion, listKind string, page httpx.ListPage, printer func() *tablePrinter) (*httpbody.HttpBody, error) {
+	switch out.As {
+	case httpx.AsTable:
+		opts, err := tableOptions(rm.Query())
 		if err != nil {
 			return nil, err
 		}
-		tw := &tableWriter{printer: printer(), opts: opts, gv: out.asGV}
-		doc, err := tw.table(page.items, page.listMeta())
+		tw := &tableWriter{printer: printer(), opts: opts, gv: out.AsGV}
+		doc, err := tw.table(page.Items, page.ListMeta())
 		if err != nil {
 			return nil, err
 		}
-		return out.body(doc), nil
-	case asPartialObjectMetadataList:
-		doc, err := partialObjectMetadataList(page, out.asGV)
+		return out.Body(doc), nil
+	case httpx.AsPartialObjectMetadataList:
+		doc, err := partialObjectMetadataList(page, out.AsGV)
 		if err != nil {
 			return nil, err
 		}
-		return out.body(doc), nil
-	case asPartialObjectMetadata:
+		return out.Body(doc), nil
+	case httpx.AsPartialObjectMetadata:
 		return nil, errNotAcceptableConversion("you requested PartialObjectMetadata, but the requested object is a list (*unstructured.UnstructuredList)")
 	}
-	return out.body(renderList(apiVersion, listKind, page)), nil
+	return out.Body(httpx.RenderList(apiVersion, listKind, page)), nil
 }
 
 // errNotAcceptableConversion is upstream's 406 for a transformation the
@@ -183,8 +184,8 @@ func objectResourceVersion(obj []byte) string {
 
 // List serves GET on a collection.
 func (a *kubeAPI) List(ctx context.Context, req *gatewayv1.ListRequest) (*httpbody.HttpBody, error) {
-	rm := requestMetaFrom(ctx)
-	out, err := negotiateOutput(rm, req.GetPretty())
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.NegotiateOutput(rm, req.GetPretty())
 	if err != nil {
 		return reply(nil, err)
 	}
@@ -203,7 +204,7 @@ func (a *kubeAPI) List(ctx context.Context, req *gatewayv1.ListRequest) (*httpbo
 	return reply(a.crList(ctx, req, params, out, rm))
 }
 
-func (a *kubeAPI) crList(ctx context.Context, req *gatewayv1.ListRequest, params listParams, out outputFormat, rm requestMeta) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crList(ctx context.Context, req *gatewayv1.ListRequest, params listParams, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeCollection)
 	if err != nil {
 		return nil, err
@@ -212,8 +213,8 @@ func (a *kubeAPI) crList(ctx context.Context, req *gatewayv1.ListRequest, params
 	if err != nil {
 		return continueExpired(ctx, err, params.continueToken, out)
 	}
-	addWarnings(ctx, r.warnings...)
-	if page.items, err = a.readObjects(ctx, r, page.items); err != nil {
+	httpx.AddWarnings(ctx, r.warnings...)
+	if page.Items, err = a.readObjects(ctx, r, page.Items); err != nil {
 		return nil, err
 	}
 	return respondList(out, rm, r.apiVersion(), r.listKind, page, func() *tablePrinter { return newColumnPrinter(printerColumns(r.crd, r.version)) })
@@ -231,7 +232,7 @@ const inconsistentContinue = "The provided continue parameter is too old to disp
 // is compacted away is upstream's 410 carrying, in metadata.continue, a
 // token that continues at the same key from the latest revision (rv -1);
 // anything else is returned as is.
-func continueExpired(ctx context.Context, err error, token string, out outputFormat) (*httpbody.HttpBody, error) {
+func continueExpired(ctx context.Context, err error, token string, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	s := kstatus.FromError(err)
 	if token == "" || s.Reason != metav1.StatusReasonExpired {
 		return nil, err
@@ -246,8 +247,8 @@ func continueExpired(ctx context.Context, err error, token string, out outputFor
 	}
 	// The Status carries list metadata, which a gRPC error cannot: it is
 	// the response body, with its code.
-	setHTTPCode(ctx, http.StatusGone)
-	return &httpbody.HttpBody{ContentType: contentTypeJSON, Data: statusJSON(st, out.pretty)}, nil
+	httpx.SetHTTPCode(ctx, http.StatusGone)
+	return &httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: httpx.StatusJSON(st, out.Pretty)}, nil
 }
 
 // continueAtLatest rewrites an (upstream format) continue token to
@@ -274,22 +275,22 @@ func continueAtLatest(token string) (string, bool) {
 }
 
 // listStored reads one page of a collection at the storage version.
-func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string, params listParams) (listPage, error) {
+func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string, params listParams) (httpx.ListPage, error) {
 	opts, err := parseListOptions(params)
 	if err != nil {
-		return listPage{}, err
+		return httpx.ListPage{}, err
 	}
 	if err := checkFieldSelector(opts.FieldSelector, r.fieldAllowed); err != nil {
-		return listPage{}, err
+		return httpx.ListPage{}, err
 	}
 	if listReadsEtcd(opts) {
 		if err := checkStorageKey(r, namespace, ""); err != nil {
-			return listPage{}, err
+			return httpx.ListPage{}, err
 		}
 	}
 	lo, minRV, err := storageListOptions(opts, r.selectableFields)
 	if err != nil {
-		return listPage{}, err
+		return httpx.ListPage{}, err
 	}
 	beyond := rvBeyondRevisions(opts.ResourceVersion)
 	// Exact as upstream decides it, from the parameters as written.
@@ -307,16 +308,16 @@ func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string,
 	req := &storagev1.ListRequest{Prefix: r.collectionKey(namespace), Options: lo, MinResourceVersion: uint64(minRV)}
 	resp, err := a.storage.List(ctx, req)
 	if err != nil {
-		return listPage{}, err
+		return httpx.ListPage{}, err
 	}
 	if exactBeyond {
-		return listPage{}, errTooLargeRV(opts.ResourceVersion, resp.GetResourceVersion(), 0)
+		return httpx.ListPage{}, errTooLargeRV(opts.ResourceVersion, resp.GetResourceVersion(), 0)
 	}
-	return listPage{
-		items:           resp.GetObjects(),
-		resourceVersion: resp.GetResourceVersion(),
-		continueToken:   resp.GetContinueToken(),
-		remaining:       resp.RemainingItemCount,
+	return httpx.ListPage{
+		Items:           resp.GetObjects(),
+		ResourceVersion: resp.GetResourceVersion(),
+		ContinueToken:   resp.GetContinueToken(),
+		Remaining:       resp.RemainingItemCount,
 	}, nil
 }
 
@@ -335,7 +336,7 @@ func (a *kubeAPI) Watch(req *gatewayv1.WatchRequest, stream gatewayv1.KubeAPISer
 		watch:                true,
 		name:                 watchNameFrom(ctx),
 	}
-	rm := requestMetaFrom(ctx)
+	rm := httpx.RequestMetaFrom(ctx)
 	out, err := watchOutput(rm)
 	if err != nil {
 		return failWatch(ctx, stream, err)
@@ -360,14 +361,14 @@ func failWatch(ctx context.Context, stream gatewayv1.KubeAPIService_WatchServer,
 		return toGRPC(err)
 	}
 	s := kstatus.FromError(toGRPC(err))
-	setHTTPCode(ctx, int(s.Code))
-	if serr := stream.Send(&httpbody.HttpBody{ContentType: contentTypeJSON, Data: statusJSON(s, false)}); serr != nil {
+	httpx.SetHTTPCode(ctx, int(s.Code))
+	if serr := stream.Send(&httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: httpx.StatusJSON(s, false)}); serr != nil {
 		return toGRPC(err)
 	}
 	return nil
 }
 
-func (a *kubeAPI) crWatch(ctx context.Context, req *gatewayv1.WatchRequest, params listParams, stream gatewayv1.KubeAPIService_WatchServer, out outputFormat, rm requestMeta) error {
+func (a *kubeAPI) crWatch(ctx context.Context, req *gatewayv1.WatchRequest, params listParams, stream gatewayv1.KubeAPIService_WatchServer, out httpx.OutputFormat, rm httpx.RequestMeta) error {
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeCollection)
 	if err != nil {
 		return err
@@ -409,7 +410,7 @@ func (a *kubeAPI) crWatch(ctx context.Context, req *gatewayv1.WatchRequest, para
 	if opts.FieldSelector != nil && !opts.FieldSelector.Empty() {
 		wreq.FieldSelector = opts.FieldSelector.String()
 	}
-	addWarnings(ctx, r.warnings...)
+	httpx.AddWarnings(ctx, r.warnings...)
 	wctx, cancel := context.WithTimeout(ctx, plan.timeout)
 	defer cancel()
 	backend, err := a.storage.Watch(wctx, wreq)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // Kubernetes version the gateway reports: the API level it implements.
@@ -59,5 +60,5 @@ func (a *kubeAPI) GetVersion(context.Context, *gatewayv1.GetVersionRequest) (*ht
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	return &httpbody.HttpBody{ContentType: contentTypeJSON, Data: b}, nil
+	return &httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: b}, nil
 }

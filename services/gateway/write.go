@@ -23,6 +23,7 @@ import (
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // maxPatchRetries bounds the re-reads of a patch that lost a race with
@@ -33,8 +34,8 @@ func isDryRun(dryRun []string) bool { return len(dryRun) > 0 }
 
 // Create serves POST on a collection.
 func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*httpbody.HttpBody, error) {
-	rm := requestMetaFrom(ctx)
-	out, err := writeOutput(rm, req.GetPretty())
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.WriteOutput(rm, req.GetPretty())
 	if err != nil {
 		return reply(nil, err)
 	}
@@ -42,7 +43,7 @@ func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*ht
 	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
 		return reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
 	}
-	body, err := requestBodyJSON(rm.contentType, req.GetBody().GetData())
+	body, err := requestBodyJSON(rm.ContentType, req.GetBody().GetData())
 	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
 	convErr, err := customResourceBodyError(err, crds)
 	if err != nil {
@@ -79,13 +80,13 @@ func errCreateWhileTerminating(r *resource) error {
 	return err
 }
 
-func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body []byte, convErr error, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body []byte, convErr error, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	ns := req.GetNamespace()
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
 	if err != nil {
 		return nil, err
 	}
-	addWarnings(ctx, r.warnings...)
+	httpx.AddWarnings(ctx, r.warnings...)
 	if r.terminating {
 		return nil, errCreateWhileTerminating(r)
 	}
@@ -93,7 +94,7 @@ func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, op
 	if err != nil {
 		return nil, err
 	}
-	strictErrs := bodyStrictErrors(requestMetaFrom(ctx).contentType, req.GetBody().GetData(), body, opts.FieldValidation)
+	strictErrs := bodyStrictErrors(httpx.RequestMetaFrom(ctx).ContentType, req.GetBody().GetData(), body, opts.FieldValidation)
 	if err := objmeta.CheckNameAndNamespace(obj, ns, "", r.namespaced); err != nil {
 		return nil, err
 	}
@@ -149,14 +150,14 @@ func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, op
 	if result, err = a.readObject(ctx, r, result); err != nil {
 		return nil, err
 	}
-	setHTTPCode(ctx, http.StatusCreated)
-	return out.body(result), nil
+	httpx.SetHTTPCode(ctx, http.StatusCreated)
+	return out.Body(result), nil
 }
 
 // Update serves PUT on an object or its status.
 func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*httpbody.HttpBody, error) {
-	rm := requestMetaFrom(ctx)
-	out, err := writeOutput(rm, req.GetPretty())
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.WriteOutput(rm, req.GetPretty())
 	if err != nil {
 		return reply(nil, err)
 	}
@@ -164,7 +165,7 @@ func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*ht
 	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
 		return reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
 	}
-	body, err := requestBodyJSON(rm.contentType, req.GetBody().GetData())
+	body, err := requestBodyJSON(rm.ContentType, req.GetBody().GetData())
 	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
 	convErr, err := customResourceBodyError(err, crds)
 	if err != nil {
@@ -181,7 +182,7 @@ func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*ht
 	return reply(a.crUpdate(ctx, req, opts, body, convErr, out))
 }
 
-func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body []byte, convErr error, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body []byte, convErr error, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	ns, name, sub := req.GetNamespace(), req.GetName(), req.GetSubresource()
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
 	if err != nil {
@@ -190,7 +191,7 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 	if err := checkSubresource(r, sub, name); err != nil {
 		return nil, err
 	}
-	addWarnings(ctx, r.warnings...)
+	httpx.AddWarnings(ctx, r.warnings...)
 	if sub == "scale" {
 		doc, err := a.scaleUpdate(ctx, r, ns, name, body, convErr, updateParams{
 			name: name, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
@@ -198,13 +199,13 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 		if err != nil {
 			return nil, err
 		}
-		return out.body(doc), nil
+		return out.Body(doc), nil
 	}
 	obj, err := decodeCustomResource(r, req.GetBody().GetData(), body, convErr, decodesStrictly(opts.FieldValidation))
 	if err != nil {
 		return nil, err
 	}
-	strictErrs := bodyStrictErrors(requestMetaFrom(ctx).contentType, req.GetBody().GetData(), body, opts.FieldValidation)
+	strictErrs := bodyStrictErrors(httpx.RequestMetaFrom(ctx).ContentType, req.GetBody().GetData(), body, opts.FieldValidation)
 	if err := checkNameAndNamespace(obj, ns, name, r.namespaced); err != nil {
 		return nil, err
 	}
@@ -231,7 +232,7 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 		// AllowUnconditionalUpdate is false for them).
 		// The value is the store's uint64 resourceVersion, which v1.33
 		// renders with %#v: "Invalid value: 0x0".
-		return nil, newInvalid(schema.GroupKind{Group: r.group, Kind: r.plural}, name, causesFromFieldErrors(field.ErrorList{
+		return nil, httpx.NewInvalid(schema.GroupKind{Group: r.group, Kind: r.plural}, name, httpx.CausesFromFieldErrors(field.ErrorList{
 			field.Invalid(field.NewPath("metadata", "resourceVersion"), uint64(0), "must be specified for an update"),
 		}))
 	}
@@ -248,7 +249,7 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 	if err != nil {
 		return nil, err
 	}
-	return out.body(result), nil
+	return out.Body(result), nil
 }
 
 // upstreamEtcdPrefix is the etcd prefix of the upstream server crdplane
@@ -547,12 +548,12 @@ func finalizers(obj object) []any {
 // Patch serves PATCH on an object or its status: JSON merge patch and JSON
 // patch; strategic merge and apply patches are 415 for custom resources.
 func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpbody.HttpBody, error) {
-	rm := requestMetaFrom(ctx)
-	out, err := writeOutput(rm, req.GetPretty())
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.WriteOutput(rm, req.GetPretty())
 	if err != nil {
 		return reply(nil, err)
 	}
-	pt := patch.Type(rm.contentType)
+	pt := patch.Type(rm.ContentType)
 	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
 	if !crds && !patch.Supported(pt) {
 		return reply(nil, patch.UnsupportedError(pt))
@@ -574,7 +575,7 @@ func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*http
 	return reply(a.crPatch(ctx, req, opts, pt, out))
 }
 
-func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions, pt string, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions, pt string, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	ns, name, sub := req.GetNamespace(), req.GetName(), req.GetSubresource()
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
 	if err != nil {
@@ -583,7 +584,7 @@ func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts
 	if err := checkSubresource(r, sub, name); err != nil {
 		return nil, err
 	}
-	addWarnings(ctx, r.warnings...)
+	httpx.AddWarnings(ctx, r.warnings...)
 	if sub == "scale" {
 		doc, err := a.scalePatch(ctx, r, ns, name, pt, req.GetBody().GetData(), updateParams{
 			name: name, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
@@ -591,7 +592,7 @@ func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts
 		if err != nil {
 			return nil, err
 		}
-		return out.body(doc), nil
+		return out.Body(doc), nil
 	}
 	var strictErrs []error
 	for attempt := 0; ; attempt++ {
@@ -660,7 +661,7 @@ func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts
 		if err != nil {
 			return nil, err
 		}
-		return out.body(result), nil
+		return out.Body(result), nil
 	}
 }
 

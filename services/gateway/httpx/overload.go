@@ -1,4 +1,4 @@
-package gateway
+package httpx
 
 import (
 	"fmt"
@@ -49,16 +49,16 @@ var (
 	openWatches = metrics.NewGauge("gateway", "open_watches", "Watches being served.")
 )
 
-// inflightLimiter is maxinflight.go's WithMaxInFlightLimit: at most
+// InflightLimiter is maxinflight.go's WithMaxInFlightLimit: at most
 // readOnly read-only requests and mutating requests of the other verbs at
 // once (nil channel: no limit), refusing the rest at once (no queue).
 // Long-running requests (watches) are not counted.
-type inflightLimiter struct {
+type InflightLimiter struct {
 	readOnly, mutating chan struct{}
 }
 
-func newInflightLimiter(maxReadOnly, maxMutating int) *inflightLimiter {
-	l := &inflightLimiter{}
+func NewInflightLimiter(maxReadOnly, maxMutating int) *InflightLimiter {
+	l := &InflightLimiter{}
 	if maxReadOnly > 0 {
 		l.readOnly = make(chan struct{}, maxReadOnly)
 	}
@@ -100,7 +100,7 @@ func isResourcePath(path string) bool {
 
 // acquire takes a slot for a request (readOnly or mutating); false when
 // the limit is reached. release gives it back.
-func (l *inflightLimiter) acquire(readOnly bool) (release func(), ok bool) {
+func (l *InflightLimiter) acquire(readOnly bool) (release func(), ok bool) {
 	kind, c := "readOnly", l.readOnly
 	if !readOnly {
 		kind, c = "mutating", l.mutating
@@ -131,9 +131,9 @@ func writeTooManyRequests(w http.ResponseWriter) {
 	_, _ = io.WriteString(w, tooManyRequestsBody)
 }
 
-// watchLimiter bounds the open watches, per client and in all (0: no
+// WatchLimiter bounds the open watches, per client and in all (0: no
 // limit).
-type watchLimiter struct {
+type WatchLimiter struct {
 	perClient, total int
 
 	mu    sync.Mutex
@@ -141,13 +141,13 @@ type watchLimiter struct {
 	byKey map[string]int
 }
 
-func newWatchLimiter(perClient, total int) *watchLimiter {
-	return &watchLimiter{perClient: perClient, total: total, byKey: map[string]int{}}
+func NewWatchLimiter(perClient, total int) *WatchLimiter {
+	return &WatchLimiter{perClient: perClient, total: total, byKey: map[string]int{}}
 }
 
 // acquire opens a watch for the client key; a 429 Status error when a
 // limit is reached. release closes it.
-func (l *watchLimiter) acquire(key string) (release func(), err error) {
+func (l *WatchLimiter) acquire(key string) (release func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -179,7 +179,7 @@ func (l *watchLimiter) acquire(key string) (release func(), err error) {
 // Status (details.retryAfterSeconds 1) with Retry-After: 1.
 func writeWatchLimited(w http.ResponseWriter, err error) {
 	w.Header().Set("Retry-After", retryAfter)
-	writeStatus(w, kstatus.FromError(err))
+	WriteStatus(w, kstatus.FromError(err))
 }
 
 // publicHealthPaths are not limited (GET): kube-apiserver's suggested

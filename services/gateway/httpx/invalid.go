@@ -1,4 +1,4 @@
-package gateway
+package httpx
 
 import (
 	"fmt"
@@ -14,11 +14,11 @@ import (
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 )
 
-// causesFromFieldErrors turns field errors into Status causes, as
+// CausesFromFieldErrors turns field errors into Status causes, as
 // apierrors.NewInvalid does, the bodies worded as upstream v1.33 (fielderr:
 // compound values with %#v), as the validator words its causes that join
 // them.
-func causesFromFieldErrors(errs field.ErrorList) []metav1.StatusCause {
+func CausesFromFieldErrors(errs field.ErrorList) []metav1.StatusCause {
 	out := make([]metav1.StatusCause, 0, len(errs))
 	for _, e := range errs {
 		out = append(out, metav1.StatusCause{Type: metav1.CauseType(e.Type), Message: fielderr.Body(e), Field: e.Field})
@@ -26,8 +26,8 @@ func causesFromFieldErrors(errs field.ErrorList) []metav1.StatusCause {
 	return out
 }
 
-// causesFromProto converts the validator's field errors.
-func causesFromProto(cs []*commonv1.StatusCause) []metav1.StatusCause {
+// CausesFromProto converts the validator's field errors.
+func CausesFromProto(cs []*commonv1.StatusCause) []metav1.StatusCause {
 	out := make([]metav1.StatusCause, 0, len(cs))
 	for _, c := range cs {
 		out = append(out, metav1.StatusCause{Type: metav1.CauseType(c.GetReason()), Message: c.GetMessage(), Field: c.GetField()})
@@ -35,7 +35,7 @@ func causesFromProto(cs []*commonv1.StatusCause) []metav1.StatusCause {
 	return out
 }
 
-// newInvalid assembles the 422 kube-apiserver answers for field errors,
+// NewInvalid assembles the 422 kube-apiserver answers for field errors,
 // worded exactly as apierrors.NewInvalid renders it:
 //
 //	CronTab.stable.example.com "x" is invalid: spec.replicas: Invalid value: 15: ...
@@ -43,7 +43,7 @@ func causesFromProto(cs []*commonv1.StatusCause) []metav1.StatusCause {
 //
 // from causes that already carry each error's field and body. Repeated
 // errors appear once.
-func newInvalid(gk schema.GroupKind, name string, causes []metav1.StatusCause) *apierrors.StatusError {
+func NewInvalid(gk schema.GroupKind, name string, causes []metav1.StatusCause) *apierrors.StatusError {
 	var uniq []metav1.StatusCause
 	seenCause := map[metav1.StatusCause]bool{}
 	for _, c := range causes {
@@ -52,15 +52,15 @@ func newInvalid(gk schema.GroupKind, name string, causes []metav1.StatusCause) *
 			uniq = append(uniq, c)
 		}
 	}
-	return newInvalidAll(gk, name, uniq)
+	return NewInvalidAll(gk, name, uniq)
 }
 
-// newInvalidAll is newInvalid keeping repeated causes, as
+// NewInvalidAll is NewInvalid keeping repeated causes, as
 // apierrors.NewInvalid does (its message, ErrorList.ToAggregate, still
 // names each error once): an update's metadata errors, which upstream
 // validates twice (rest.BeforeUpdate's common fields, then the custom
 // resource validator's ValidateObjectMetaAccessorUpdate).
-func newInvalidAll(gk schema.GroupKind, name string, causes []metav1.StatusCause) *apierrors.StatusError {
+func NewInvalidAll(gk schema.GroupKind, name string, causes []metav1.StatusCause) *apierrors.StatusError {
 	var msgs []string
 	seenMsg := map[string]bool{}
 	for _, c := range causes {

@@ -1,27 +1,25 @@
-package gateway
+package httpx
 
 import (
-	"errors"
 	"net/http"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/crdplane/crdplane/pkg/metrics"
 )
 
-// panicMessage is kube-apiserver's answer to a request whose handler
+// PanicMessage is kube-apiserver's answer to a request whose handler
 // panicked (k8s.io/apiserver/pkg/server/filters/wrap.go,
 // WithPanicRecovery), here as the message of a 500 Status.
-const panicMessage = "This request caused apiserver to panic. Look in the logs for details."
+const PanicMessage = "This request caused apiserver to panic. Look in the logs for details."
 
-// recoverPanics answers a request whose handler panicked with a 500
+// RecoverPanics answers a request whose handler panicked with a 500
 // InternalError Status (upstream's message), counts it in
 // crdplane_panics_total{service="gateway"} and logs the stack. A response
 // already under way (a watch) cannot become a 500: it is aborted
 // (http.ErrAbortHandler: the client sees the stream cut). A handler's
 // own http.ErrAbortHandler passes through, as upstream lets it.
-func recoverPanics(next http.Handler) http.Handler {
+func RecoverPanics(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		pw := &panicWriter{ResponseWriter: w}
 		defer func() {
@@ -36,7 +34,7 @@ func recoverPanics(next http.Handler) http.Handler {
 			if pw.started {
 				panic(http.ErrAbortHandler)
 			}
-			writeStatus(w, &metav1.Status{Code: http.StatusInternalServerError, Reason: metav1.StatusReasonInternalError, Message: panicMessage})
+			WriteStatus(w, &metav1.Status{Code: http.StatusInternalServerError, Reason: metav1.StatusReasonInternalError, Message: PanicMessage})
 		}()
 		next.ServeHTTP(pw, r)
 	})
@@ -72,16 +70,3 @@ func (w *panicWriter) Flush() { _ = w.FlushError() }
 
 // Unwrap gives http.ResponseController the writer underneath (deadlines).
 func (w *panicWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// recoverRecv calls recv, a watch's reader of backend events, which runs
-// in a goroutine of its own: a panic there would end the process. It ends
-// the watch with an ERROR event (a 500 Status) instead.
-func recoverRecv(recv func() (backendEvent, error)) (ev backendEvent, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			metrics.RecordPanic("gateway", v, "in", "watch")
-			ev, err = nil, apierrors.NewInternalError(errors.New(panicMessage))
-		}
-	}()
-	return recv()
-}

@@ -1,4 +1,4 @@
-package gateway
+package httpx
 
 import (
 	"context"
@@ -27,30 +27,30 @@ const (
 	mdContentType = "x-kube-content-type"
 	// mdUserAgent carries the request's User-Agent.
 	mdUserAgent = "x-kube-user-agent"
-	// mdHost carries the Host the client used (grpc-gateway sets it).
-	mdHost = "x-forwarded-host"
+	// MDHost carries the Host the client used (grpc-gateway sets it).
+	MDHost = "x-forwarded-host"
 	// mdQuery carries the request's raw query (parameters the rpc
 	// messages do not declare, such as includeObject); the edge sets it
 	// from the URL as headerQuery.
 	mdQuery = "x-kube-query"
-	// mdHTTPCode is response header metadata: the HTTP status to answer with
+	// MDHTTPCode is response header metadata: the HTTP status to answer with
 	// when it is not 200.
-	mdHTTPCode = "x-http-code"
-	// mdWarning is response header metadata: one HTTP Warning header value
+	MDHTTPCode = "x-http-code"
+	// MDWarning is response header metadata: one HTTP Warning header value
 	// per entry.
-	mdWarning = "warning"
-	// mdETag and mdCacheControl are response header metadata copied to
+	MDWarning = "warning"
+	// MDETag and MDCacheControl are response header metadata copied to
 	// the ETag and Cache-Control headers (OpenAPI documents).
-	mdETag         = "etag"
-	mdCacheControl = "cache-control"
-	// mdNoContentType is response header metadata: answer without a
+	MDETag         = "etag"
+	MDCacheControl = "cache-control"
+	// MDNoContentType is response header metadata: answer without a
 	// Content-Type header (an empty body that upstream sends bare).
-	mdNoContentType = "x-no-content-type"
+	MDNoContentType = "x-no-content-type"
 )
 
-// incomingHeader picks the HTTP headers forwarded to KubeAPIService as gRPC
+// IncomingHeader picks the HTTP headers forwarded to KubeAPIService as gRPC
 // metadata.
-func incomingHeader(key string) (string, bool) {
+func IncomingHeader(key string) (string, bool) {
 	switch textproto.CanonicalMIMEHeaderKey(key) {
 	case "Accept":
 		return mdAccept, true
@@ -66,27 +66,27 @@ func incomingHeader(key string) (string, bool) {
 	return "", false
 }
 
-// outgoingHeader maps response header metadata onto HTTP headers: warnings
+// OutgoingHeader maps response header metadata onto HTTP headers: warnings
 // become Warning headers; everything else (x-http-code, gRPC internals) is
 // dropped.
-func outgoingHeader(key string) (string, bool) {
+func OutgoingHeader(key string) (string, bool) {
 	switch strings.ToLower(key) {
-	case mdWarning:
+	case MDWarning:
 		return "Warning", true
-	case mdETag:
+	case MDETag:
 		return "ETag", true
-	case mdCacheControl:
+	case MDCacheControl:
 		return "Cache-Control", true
 	}
 	return "", false
 }
 
-// noTrailers drops every trailer: Kubernetes responses carry none.
-func noTrailers(string) (string, bool) { return "", false }
+// NoTrailers drops every trailer: Kubernetes responses carry none.
+func NoTrailers(string) (string, bool) { return "", false }
 
-// forwardHTTPCode sets the HTTP status from the x-http-code response header
+// ForwardHTTPCode sets the HTTP status from the x-http-code response header
 // metadata (201 on create, ...). It runs before the body is written.
-func forwardHTTPCode(ctx context.Context, w http.ResponseWriter, resp proto.Message) error {
+func ForwardHTTPCode(ctx context.Context, w http.ResponseWriter, resp proto.Message) error {
 	if resp == nil {
 		return nil
 	}
@@ -94,16 +94,16 @@ func forwardHTTPCode(ctx context.Context, w http.ResponseWriter, resp proto.Mess
 	if !ok {
 		return nil
 	}
-	if len(md.HeaderMD.Get(mdNoContentType)) > 0 {
+	if len(md.HeaderMD.Get(MDNoContentType)) > 0 {
 		w.Header().Del("Content-Type")
 	}
-	vals := md.HeaderMD.Get(mdHTTPCode)
+	vals := md.HeaderMD.Get(MDHTTPCode)
 	if len(vals) == 0 {
 		return nil
 	}
 	code, err := strconv.Atoi(vals[0])
 	if err != nil || code < 100 || code > 599 {
-		return fmt.Errorf("invalid %s %q", mdHTTPCode, vals[0])
+		return fmt.Errorf("invalid %s %q", MDHTTPCode, vals[0])
 	}
 	w.WriteHeader(code)
 	return nil
@@ -113,22 +113,22 @@ func forwardHTTPCode(ctx context.Context, w http.ResponseWriter, resp proto.Mess
 // (a client's own is dropped).
 const headerQuery = "X-Crdplane-Query"
 
-// requestMeta is what KubeAPIService learns about the HTTP request.
-type requestMeta struct {
-	accept      string
-	contentType string
-	userAgent   string
-	host        string
-	rawQuery    string
+// RequestMeta is what KubeAPIService learns about the HTTP request.
+type RequestMeta struct {
+	Accept      string
+	ContentType string
+	UserAgent   string
+	Host        string
+	RawQuery    string
 }
 
 // query is the request's query parameters.
-func (m requestMeta) query() url.Values {
-	q, _ := url.ParseQuery(m.rawQuery)
+func (m RequestMeta) Query() url.Values {
+	q, _ := url.ParseQuery(m.RawQuery)
 	return q
 }
 
-func requestMetaFrom(ctx context.Context) requestMeta {
+func RequestMetaFrom(ctx context.Context) RequestMeta {
 	md, _ := metadata.FromIncomingContext(ctx)
 	first := func(k string) string {
 		if v := md.Get(k); len(v) > 0 {
@@ -136,25 +136,25 @@ func requestMetaFrom(ctx context.Context) requestMeta {
 		}
 		return ""
 	}
-	return requestMeta{
-		accept:      strings.Join(md.Get(mdAccept), ","),
-		contentType: first(mdContentType),
-		userAgent:   first(mdUserAgent),
-		host:        first(mdHost),
-		rawQuery:    first(mdQuery),
+	return RequestMeta{
+		Accept:      strings.Join(md.Get(mdAccept), ","),
+		ContentType: first(mdContentType),
+		UserAgent:   first(mdUserAgent),
+		Host:        first(MDHost),
+		RawQuery:    first(mdQuery),
 	}
 }
 
-// setHTTPCode makes the edge answer with code instead of 200.
-func setHTTPCode(ctx context.Context, code int) {
+// SetHTTPCode makes the edge answer with code instead of 200.
+func SetHTTPCode(ctx context.Context, code int) {
 	if code == http.StatusOK {
 		return
 	}
-	_ = grpc.SetHeader(ctx, metadata.Pairs(mdHTTPCode, strconv.Itoa(code)))
+	_ = grpc.SetHeader(ctx, metadata.Pairs(MDHTTPCode, strconv.Itoa(code)))
 }
 
-// warningHeader formats a warning as kube-apiserver does: 299 - "<text>".
-func warningHeader(text string) string {
+// WarningHeader formats a warning as kube-apiserver does: 299 - "<text>".
+func WarningHeader(text string) string {
 	h, err := utilnet.NewWarningHeader(299, "-", sanitizeWarning(text))
 	if err != nil {
 		return "299 - " + strconv.Quote(sanitizeWarning(text))
@@ -179,14 +179,14 @@ func sanitizeWarning(s string) string {
 	return b.String()
 }
 
-// addWarnings queues Warning headers for the response.
-func addWarnings(ctx context.Context, warnings ...string) {
+// AddWarnings queues Warning headers for the response.
+func AddWarnings(ctx context.Context, warnings ...string) {
 	if len(warnings) == 0 {
 		return
 	}
 	kv := make([]string, 0, 2*len(warnings))
 	for _, w := range warnings {
-		kv = append(kv, mdWarning, warningHeader(w))
+		kv = append(kv, MDWarning, WarningHeader(w))
 	}
 	_ = grpc.SetHeader(ctx, metadata.Pairs(kv...))
 }

@@ -1,4 +1,4 @@
-package gateway
+package httpx
 
 import (
 	"encoding/json"
@@ -14,51 +14,51 @@ import (
 	"github.com/crdplane/crdplane/pkg/kstatus"
 )
 
-// rawMarshaler is the grpc-gateway Marshaler for every media type: request
+// RawMarshaler is the grpc-gateway Marshaler for every media type: request
 // bodies pass through unparsed into google.api.HttpBody, and HttpBody
 // responses go out as their bytes with their own content type. Kubernetes
 // content negotiation happens in KubeAPIService, not here.
-type rawMarshaler struct{}
+type RawMarshaler struct{}
 
-var _ runtime.Marshaler = rawMarshaler{}
-var _ runtime.Delimited = rawMarshaler{}
+var _ runtime.Marshaler = RawMarshaler{}
+var _ runtime.Delimited = RawMarshaler{}
 
-const contentTypeJSON = "application/json"
+const ContentTypeJSON = "application/json"
 
 // ContentType is the HttpBody's content type (JSON for anything else).
-func (rawMarshaler) ContentType(v any) string {
+func (RawMarshaler) ContentType(v any) string {
 	if hb, ok := v.(*httpbody.HttpBody); ok && hb.GetContentType() != "" {
 		return hb.GetContentType()
 	}
-	return contentTypeJSON
+	return ContentTypeJSON
 }
 
 // Marshal returns an HttpBody's data as is. A stream error chunk (which
 // grpc-gateway builds once a watch has started) becomes a watch ERROR event
 // carrying the Kubernetes Status; anything else is encoded as JSON.
-func (rawMarshaler) Marshal(v any) ([]byte, error) {
+func (RawMarshaler) Marshal(v any) ([]byte, error) {
 	switch x := v.(type) {
 	case *httpbody.HttpBody:
 		return x.GetData(), nil
 	case *spb.Status:
-		return statusJSON(kstatus.FromError(status.ErrorProto(x)), false), nil
+		return StatusJSON(kstatus.FromError(status.ErrorProto(x)), false), nil
 	case map[string]proto.Message:
 		if st, ok := x["error"].(*spb.Status); ok && len(x) == 1 {
-			return watchErrorFrame(status.ErrorProto(st)), nil
+			return WatchErrorFrame(status.ErrorProto(st)), nil
 		}
 	}
 	return json.Marshal(v)
 }
 
 // Unmarshal stores data in an HttpBody target.
-func (rawMarshaler) Unmarshal(data []byte, v any) error {
+func (RawMarshaler) Unmarshal(data []byte, v any) error {
 	return setBody(v, data)
 }
 
 // NewDecoder reads the whole request body into the HttpBody target the
 // generated code passes (Decode(&req.Body), a **httpbody.HttpBody). The
 // body's content type reaches the service as metadata.
-func (rawMarshaler) NewDecoder(r io.Reader) runtime.Decoder {
+func (RawMarshaler) NewDecoder(r io.Reader) runtime.Decoder {
 	return runtime.DecoderFunc(func(v any) error {
 		data, err := io.ReadAll(r)
 		if err != nil {
@@ -69,7 +69,7 @@ func (rawMarshaler) NewDecoder(r io.Reader) runtime.Decoder {
 }
 
 // NewEncoder writes what Marshal returns.
-func (m rawMarshaler) NewEncoder(w io.Writer) runtime.Encoder {
+func (m RawMarshaler) NewEncoder(w io.Writer) runtime.Encoder {
 	return runtime.EncoderFunc(func(v any) error {
 		b, err := m.Marshal(v)
 		if err != nil {
@@ -82,7 +82,7 @@ func (m rawMarshaler) NewEncoder(w io.Writer) runtime.Encoder {
 
 // Delimiter is empty: every watch frame carries its own trailing newline,
 // and the first, empty frame only flushes the headers.
-func (rawMarshaler) Delimiter() []byte { return nil }
+func (RawMarshaler) Delimiter() []byte { return nil }
 
 func setBody(v any, data []byte) error {
 	switch t := v.(type) {

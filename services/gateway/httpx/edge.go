@@ -1,4 +1,4 @@
-package gateway
+package httpx
 
 import (
 	"bytes"
@@ -28,23 +28,23 @@ const DefaultRequestTimeout = time.Minute
 // authenticates, enforces the body limit and rewrites "?watch=true" reads
 // onto the legacy /watch/ paths the Watch rpc is bound to; routing belongs
 // to the mux.
-type edge struct {
-	tokens  *tokenSet
-	maxBody int64
-	// requestTimeout bounds every request but watches (default 60s).
-	requestTimeout time.Duration
-	next           http.Handler
+type Edge struct {
+	Tokens  *TokenSet
+	MaxBody int64
+	// RequestTimeout bounds every request but watches (default 60s).
+	RequestTimeout time.Duration
+	Next           http.Handler
 	// stopWatches ends every watch when cancelled (graceful shutdown), so
 	// that long-running streams do not hold the server open.
-	stopWatches context.Context
+	StopWatches context.Context
 	// inflight limits the requests being served but watches, watches the
 	// open watches (overload.go; nil: no limits).
-	inflight *inflightLimiter
-	watches  *watchLimiter
+	Inflight *InflightLimiter
+	Watches  *WatchLimiter
 }
 
-func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	id, ok := e.tokens.authenticate(r)
+func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id, ok := e.Tokens.Authenticate(r)
 	if !ok {
 		writeUnauthorized(w)
 		return
@@ -53,7 +53,7 @@ func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del("Authorization")
 
 	if r.Method == http.MethodGet {
-		if u, ok := watchRewrite(r.URL); ok {
+		if u, ok := WatchRewrite(r.URL); ok {
 			r2 := r.Clone(r.Context())
 			r2.URL = u
 			r2.RequestURI = u.RequestURI()
@@ -71,22 +71,22 @@ func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = rc.SetWriteDeadline(time.Time{})
 		// Not counted in flight (kube-apiserver's long-running requests
 		// are not), but bounded per client and in all.
-		if e.watches != nil {
-			release, err := e.watches.acquire(id.key)
+		if e.Watches != nil {
+			release, err := e.Watches.acquire(id.key)
 			if err != nil {
 				writeWatchLimited(w, err)
 				return
 			}
 			defer release()
 		}
-		if e.stopWatches != nil {
+		if e.StopWatches != nil {
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
-			stop := context.AfterFunc(e.stopWatches, cancel)
+			stop := context.AfterFunc(e.StopWatches, cancel)
 			defer stop()
 			r = r.WithContext(ctx)
 		}
-		e.next.ServeHTTP(w, r)
+		e.Next.ServeHTTP(w, r)
 		return
 	}
 
@@ -95,13 +95,13 @@ func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// bounds reading the body, the work behind the edge (gRPC carries the
 	// deadline) and writing the response, so a slow client cannot hold a
 	// request forever.
-	max := e.requestTimeout
+	max := e.RequestTimeout
 	if max <= 0 {
 		max = DefaultRequestTimeout
 	}
-	timeout, err := requestTimeout(r.URL.Query().Get("timeout"), max)
+	timeout, err := ParseTimeout(r.URL.Query().Get("timeout"), max)
 	if err != nil {
-		writeStatus(w, kstatus.FromError(err))
+		WriteStatus(w, kstatus.FromError(err))
 		return
 	}
 	deadline := time.Now().Add(timeout)
@@ -119,8 +119,8 @@ func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Health checks (GET) are exempt, as API priority and fairness (on by
 	// default in kube-apiserver) exempts them: an overloaded gateway must
 	// not be restarted for failing /livez.
-	if e.inflight != nil && !(r.Method == http.MethodGet && publicHealthPaths[r.URL.Path]) {
-		release, ok := e.inflight.acquire(isReadOnly(r))
+	if e.Inflight != nil && !(r.Method == http.MethodGet && publicHealthPaths[r.URL.Path]) {
+		release, ok := e.Inflight.acquire(isReadOnly(r))
 		if !ok {
 			writeTooManyRequests(w)
 			return
@@ -131,19 +131,19 @@ func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() != nil || isTimeout(err) {
 			err = errRequestTimeout()
 		}
-		writeStatus(w, kstatus.FromError(err))
+		WriteStatus(w, kstatus.FromError(err))
 		return
 	}
-	e.next.ServeHTTP(w, r)
+	e.Next.ServeHTTP(w, r)
 }
 
 // writeGrace is how long past its deadline a response may take to write
 // (the 504 itself has to reach the client).
 const writeGrace = 5 * time.Second
 
-// requestTimeout is kube-apiserver's request deadline: a valid ?timeout
+// ParseTimeout is kube-apiserver's request deadline: a valid ?timeout
 // shorter than max (and not 0), else max; a malformed one is 400.
-func requestTimeout(param string, max time.Duration) (time.Duration, error) {
+func ParseTimeout(param string, max time.Duration) (time.Duration, error) {
 	if param == "" {
 		return max, nil
 	}
@@ -180,15 +180,15 @@ func isWatchPath(path string) bool {
 
 // limitBody reads the request body up front (grpc-gateway reads it whole
 // anyway) and answers 413 as kube-apiserver does when it is too large.
-func (e *edge) limitBody(r *http.Request) error {
+func (e *Edge) limitBody(r *http.Request) error {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil
 	}
-	tooLarge := apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", e.maxBody))
-	if r.ContentLength > e.maxBody {
+	tooLarge := apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", e.MaxBody))
+	if r.ContentLength > e.MaxBody {
 		return tooLarge
 	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, e.maxBody+1))
+	data, err := io.ReadAll(io.LimitReader(r.Body, e.MaxBody+1))
 	_ = r.Body.Close()
 	if err != nil {
 		if isTimeout(err) {
@@ -196,7 +196,7 @@ func (e *edge) limitBody(r *http.Request) error {
 		}
 		return apierrors.NewBadRequest(fmt.Sprintf("unable to read request body: %v", err))
 	}
-	if int64(len(data)) > e.maxBody {
+	if int64(len(data)) > e.MaxBody {
 		return tooLarge
 	}
 	r.Body = io.NopCloser(bytes.NewReader(data))
@@ -214,7 +214,7 @@ func isWatchParam(q url.Values) bool {
 	return v[0] != "0" && !strings.EqualFold(v[0], "false")
 }
 
-// watchRewrite maps a GET with ?watch=true onto the legacy watch path:
+// WatchRewrite maps a GET with ?watch=true onto the legacy watch path:
 //
 //	/apis/g/v/res                      → /apis/g/v/watch/res
 //	/apis/g/v/namespaces/ns/res        → /apis/g/v/watch/namespaces/ns/res
@@ -223,7 +223,7 @@ func isWatchParam(q url.Values) bool {
 //
 // A watch of one object becomes a watch of its collection selecting its
 // name, as kube-apiserver treats it.
-func watchRewrite(in *url.URL) (*url.URL, bool) {
+func WatchRewrite(in *url.URL) (*url.URL, bool) {
 	q := in.Query()
 	if !isWatchParam(q) {
 		return nil, false

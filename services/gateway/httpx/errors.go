@@ -1,4 +1,4 @@
-package gateway
+package httpx
 
 import (
 	"context"
@@ -7,18 +7,21 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/munnerz/goautoneg"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
 )
 
-// statusJSON renders a Status as kube-apiserver does (kind/apiVersion set,
+// StatusJSON renders a Status as kube-apiserver does (kind/apiVersion set,
 // status Failure unless given).
-func statusJSON(s *metav1.Status, pretty bool) []byte {
+func StatusJSON(s *metav1.Status, pretty bool) []byte {
 	out := *s
 	out.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
 	if out.Status == "" {
@@ -37,8 +40,8 @@ func statusJSON(s *metav1.Status, pretty bool) []byte {
 	return append(b, '\n')
 }
 
-// writeStatus answers with a Kubernetes Status and its code as the HTTP status.
-func writeStatus(w http.ResponseWriter, s *metav1.Status) {
+// WriteStatus answers with a Kubernetes Status and its code as the HTTP status.
+func WriteStatus(w http.ResponseWriter, s *metav1.Status) {
 	code := int(s.Code)
 	if code == 0 {
 		code = http.StatusInternalServerError
@@ -48,11 +51,11 @@ func writeStatus(w http.ResponseWriter, s *metav1.Status) {
 	h.Del("Trailer")
 	h.Del("Transfer-Encoding")
 	h.Del("Content-Length")
-	h.Set("Content-Type", contentTypeJSON)
+	h.Set("Content-Type", ContentTypeJSON)
 	h.Set("X-Content-Type-Options", "nosniff")
 	setRetryAfter(h, s)
 	w.WriteHeader(code)
-	_, _ = w.Write(statusJSON(s, false))
+	_, _ = w.Write(StatusJSON(s, false))
 }
 
 // setRetryAfter sets Retry-After from a Status that gives a retry period,
@@ -64,13 +67,13 @@ func setRetryAfter(h http.Header, s *metav1.Status) {
 	}
 }
 
-// errorHandler is the mux's error handler: any error (from KubeAPIService,
+// ErrorHandler is the mux's error handler: any error (from KubeAPIService,
 // which carries a Kubernetes Status as a gRPC detail, or from grpc-gateway
 // itself) is answered with the Status kstatus.FromError derives from it.
 // Warnings the service queued still reach the client.
-func errorHandler(ctx context.Context, mux *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+func ErrorHandler(ctx context.Context, mux *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 	if md, ok := runtime.ServerMetadataFromContext(ctx); ok {
-		for _, v := range md.HeaderMD.Get(mdWarning) {
+		for _, v := range md.HeaderMD.Get(MDWarning) {
 			w.Header().Add("Warning", v)
 		}
 	}
@@ -80,18 +83,18 @@ func errorHandler(ctx context.Context, mux *runtime.ServeMux, _ runtime.Marshale
 	if s := kstatus.FromError(err); s.Code >= 500 && r.Context().Err() == nil {
 		slog.Default().ErrorContext(ctx, "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	writeError(w, r, err)
+	WriteError(w, r, err)
 }
 
-// writeError answers r with err: net/http's "404 page not found" for a
+// WriteError answers r with err: net/http's "404 page not found" for a
 // path no handler serves (marked by kstatus.IsPageNotFound, here or by the
-// service that answered), else err's Status (writeStatusFor).
-func writeError(w http.ResponseWriter, r *http.Request, err error) {
+// service that answered), else err's Status (WriteStatusFor).
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if kstatus.IsPageNotFound(err) {
 		writePageNotFound(w)
 		return
 	}
-	writeStatusFor(w, r, kstatus.FromError(err))
+	WriteStatusFor(w, r, kstatus.FromError(err))
 }
 
 // writePageNotFound answers as kube-apiserver's delegation chain ends for a
@@ -104,15 +107,15 @@ func writePageNotFound(w http.ResponseWriter) {
 	http.NotFound(w, nil)
 }
 
-// routingErrorHandler answers requests no route matches as kube-apiserver
+// RoutingErrorHandler answers requests no route matches as kube-apiserver
 // does: 404 NotFound "the server could not find the requested resource",
 // 405 MethodNotAllowed.
-func routingErrorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, code int) {
+func RoutingErrorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, code int) {
 	if code == http.StatusNotFound {
 		writePageNotFound(w)
 		return
 	}
-	writeStatus(w, routingStatus(code))
+	WriteStatus(w, routingStatus(code))
 }
 
 func routingStatus(code int) *metav1.Status {
@@ -134,9 +137,60 @@ func routingStatus(code int) *metav1.Status {
 // resource, a version not served, a CRD not established, a scope mismatch.
 const pageNotFound = "404 page not found"
 
-// errNotFound is kube-apiserver's answer for a path it does not serve,
+// ErrNotFound is kube-apiserver's answer for a path it does not serve,
 // marked as such (kstatus.NewPageNotFound): it crosses the gRPC boundary as
-// a Status with the marker, and writeError answers it as net/http does.
-func errNotFound() error {
+// a Status with the marker, and WriteError answers it as net/http does.
+func ErrNotFound() error {
 	return kstatus.NewPageNotFound(pageNotFound)
+}
+
+// WriteStatusFor answers r with a Status as kube-apiserver's
+// ErrorNegotiated does: YAML when the first Accept clause it can serve
+// asks for YAML, else JSON.
+func WriteStatusFor(w http.ResponseWriter, r *http.Request, s *metav1.Status) {
+	if r == nil || !StatusAsYAML(r.Header.Get("Accept")) {
+		WriteStatus(w, s)
+		return
+	}
+	if s.Code == 0 {
+		s.Code = http.StatusInternalServerError
+	}
+	body, err := yaml.JSONToYAML(StatusJSON(s, false))
+	if err != nil {
+		WriteStatus(w, s)
+		return
+	}
+	h := w.Header()
+	h.Del("Trailer")
+	h.Del("Transfer-Encoding")
+	h.Del("Content-Length")
+	h.Set("Content-Type", ContentTypeYAML)
+	h.Set("X-Content-Type-Options", "nosniff")
+	if s.Details != nil && s.Details.RetryAfterSeconds > 0 {
+		h.Set("Retry-After", strconv.Itoa(int(s.Details.RetryAfterSeconds)))
+	}
+	w.WriteHeader(int(s.Code))
+	_, _ = w.Write(body)
+}
+
+// StatusAsYAML reports whether an error answering that Accept is YAML:
+// the first clause of a type kube-apiserver serves custom resources in
+// (JSON, YAML or a wildcard) decides; clauses asking for a transformation
+// (as=Table, ...) do not apply to a Status; none at all is JSON.
+func StatusAsYAML(accept string) bool {
+	if strings.TrimSpace(accept) == "" {
+		return false
+	}
+	for _, c := range goautoneg.ParseAccept(accept) {
+		if c.Params["as"] != "" || c.Params["g"] != "" || c.Params["v"] != "" {
+			continue
+		}
+		switch {
+		case c.Type == "application" && c.SubType == "yaml":
+			return true
+		case c.Type == "application" && (c.SubType == "json" || c.SubType == "*"), c.Type == "*" && c.SubType == "*":
+			return false
+		}
+	}
+	return false
 }

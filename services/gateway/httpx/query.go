@@ -1,4 +1,4 @@
-package gateway
+package httpx
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 )
 
-// kubeQueryParser fills a request message from the query string as
+// KubeQueryParser fills a request message from the query string as
 // kube-apiserver's parameter codec fills its options (grpc-gateway's
 // default parser has other rules and wraps its errors in `parsing field
 // "limit": ...`):
@@ -32,9 +32,9 @@ import (
 // so that the first bad parameter is the one reported. A DELETE with a
 // body takes its DeleteOptions from the body alone: its dryRun,
 // gracePeriodSeconds and propagationPolicy parameters are not read.
-type kubeQueryParser struct{}
+type KubeQueryParser struct{}
 
-func (kubeQueryParser) Parse(msg proto.Message, values url.Values, filter *utilities.DoubleArray) error {
+func (KubeQueryParser) Parse(msg proto.Message, values url.Values, filter *utilities.DoubleArray) error {
 	m := msg.ProtoReflect()
 	fields := m.Descriptor().Fields()
 	deleteBody := false

@@ -1,8 +1,9 @@
-package gateway
+package httpx
 
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,24 +17,24 @@ import (
 	"github.com/crdplane/crdplane/pkg/kstatus"
 )
 
-const contentTypeYAML = "application/yaml"
+const ContentTypeYAML = "application/yaml"
 
 // Transformations a client can ask for with Accept parameters
 // (as=<kind>;g=meta.k8s.io;v=<version>).
 const (
-	asTable                     = "Table"
-	asPartialObjectMetadata     = "PartialObjectMetadata"
-	asPartialObjectMetadataList = "PartialObjectMetadataList"
+	AsTable                     = "Table"
+	AsPartialObjectMetadata     = "PartialObjectMetadata"
+	AsPartialObjectMetadataList = "PartialObjectMetadataList"
 )
 
-// outputFormat is the negotiated response encoding.
-type outputFormat struct {
-	yaml   bool
-	pretty bool
-	// as is a transformation of the response (asTable, ...); asGV its
+// OutputFormat is the negotiated response encoding.
+type OutputFormat struct {
+	YAML   bool
+	Pretty bool
+	// as is a transformation of the response (AsTable, ...); asGV its
 	// group/version (meta.k8s.io/v1 or meta.k8s.io/v1beta1).
-	as   string
-	asGV string
+	As   string
+	AsGV string
 }
 
 // errNotAcceptable is kube-apiserver's 406 when no Accept clause can be
@@ -43,23 +44,23 @@ func errNotAcceptable() error {
 		Status:  metav1.StatusFailure,
 		Code:    http.StatusNotAcceptable,
 		Reason:  metav1.StatusReasonNotAcceptable,
-		Message: "only the following media types are accepted: " + contentTypeJSON + ", " + contentTypeYAML,
+		Message: "only the following media types are accepted: " + ContentTypeJSON + ", " + ContentTypeYAML,
 	}}
 }
 
-// negotiateOutput picks the response encoding from Accept as
+// NegotiateOutput picks the response encoding from Accept as
 // kube-apiserver does for custom resources: the first clause (in
 // preference order) naming JSON or YAML (or a wildcard, meaning JSON)
 // whose transformation, if any, is served — Table (JSON or YAML) and
 // PartialObjectMetadata[List] of meta.k8s.io v1 or v1beta1. No Accept is
 // JSON; nothing acceptable is 406. pretty comes from ?pretty, the Accept
 // parameter pretty=1, or a human client's User-Agent (curl, Wget, browsers).
-func negotiateOutput(rm requestMeta, pretty bool) (outputFormat, error) {
-	out := outputFormat{pretty: pretty || humanAgent(rm.userAgent)}
-	if strings.TrimSpace(rm.accept) == "" {
+func NegotiateOutput(rm RequestMeta, pretty bool) (OutputFormat, error) {
+	out := OutputFormat{Pretty: pretty || humanAgent(rm.UserAgent)}
+	if strings.TrimSpace(rm.Accept) == "" {
 		return out, nil
 	}
-	for _, c := range goautoneg.ParseAccept(rm.accept) {
+	for _, c := range goautoneg.ParseAccept(rm.Accept) {
 		var yml bool
 		switch {
 		case c.Type == "application" && c.SubType == "json", c.Type == "application" && c.SubType == "*", c.Type == "*" && c.SubType == "*":
@@ -69,9 +70,9 @@ func negotiateOutput(rm requestMeta, pretty bool) (outputFormat, error) {
 			continue
 		}
 		f := out
-		f.yaml = yml
+		f.YAML = yml
 		if c.Params["pretty"] == "1" {
-			f.pretty = true
+			f.Pretty = true
 		}
 		as, g, v := c.Params["as"], c.Params["g"], c.Params["v"]
 		if as != "" || g != "" || v != "" {
@@ -79,11 +80,11 @@ func negotiateOutput(rm requestMeta, pretty bool) (outputFormat, error) {
 				continue
 			}
 			switch as {
-			case asTable, asPartialObjectMetadata, asPartialObjectMetadataList:
+			case AsTable, AsPartialObjectMetadata, AsPartialObjectMetadataList:
 			default:
 				continue
 			}
-			f.as, f.asGV = as, g+"/"+v
+			f.As, f.AsGV = as, g+"/"+v
 		}
 		return f, nil
 	}
@@ -95,73 +96,73 @@ func humanAgent(ua string) bool {
 	return strings.HasPrefix(ua, "curl") || strings.HasPrefix(ua, "Wget") || strings.HasPrefix(ua, "Mozilla/5.0")
 }
 
-// writeOutput negotiates the response of a write: the object itself
+// WriteOutput negotiates the response of a write: the object itself
 // (a transformation asked for is not applied to write responses).
-func writeOutput(rm requestMeta, pretty bool) (outputFormat, error) {
-	f, err := negotiateOutput(rm, pretty)
-	f.as, f.asGV = "", ""
+func WriteOutput(rm RequestMeta, pretty bool) (OutputFormat, error) {
+	f, err := NegotiateOutput(rm, pretty)
+	f.As, f.AsGV = "", ""
 	return f, err
 }
 
 // encode renders a JSON document in the negotiated format.
-func (f outputFormat) encode(doc []byte) (body []byte, contentType string) {
-	if f.yaml {
+func (f OutputFormat) Encode(doc []byte) (body []byte, contentType string) {
+	if f.YAML {
 		if y, err := yaml.JSONToYAML(doc); err == nil {
-			return y, contentTypeYAML
+			return y, ContentTypeYAML
 		}
 	}
-	if f.pretty {
+	if f.Pretty {
 		var buf bytes.Buffer
 		if err := json.Indent(&buf, doc, "", "  "); err == nil {
 			buf.WriteByte('\n')
-			return buf.Bytes(), contentTypeJSON
+			return buf.Bytes(), ContentTypeJSON
 		}
 	}
 	if len(doc) > 0 && doc[len(doc)-1] != '\n' {
 		doc = append(doc, '\n')
 	}
-	return doc, contentTypeJSON
+	return doc, ContentTypeJSON
 }
 
 // body wraps a document into the HttpBody response.
-func (f outputFormat) body(doc []byte) *httpbody.HttpBody {
-	data, ct := f.encode(doc)
+func (f OutputFormat) Body(doc []byte) *httpbody.HttpBody {
+	data, ct := f.Encode(doc)
 	return &httpbody.HttpBody{ContentType: ct, Data: data}
 }
 
-// listPage is one page of a list read, from storage or the registry.
-type listPage struct {
-	items           [][]byte
-	resourceVersion int64
-	continueToken   string
-	remaining       *int64
+// ListPage is one page of a list read, from storage or the registry.
+type ListPage struct {
+	Items           [][]byte
+	ResourceVersion int64
+	ContinueToken   string
+	Remaining       *int64
 }
 
-// renderList assembles a list as kube-apiserver encodes an unstructured
+// RenderList assembles a list as kube-apiserver encodes an unstructured
 // list: {"apiVersion","items","kind","metadata":{"continue","resourceVersion"[,"remainingItemCount"]}}
 // (keys sorted, items always an array). Items are spliced in as they are.
-func renderList(apiVersion, listKind string, p listPage) []byte {
+func RenderList(apiVersion, listKind string, p ListPage) []byte {
 	var b bytes.Buffer
-	b.Grow(128 + totalLen(p.items))
+	b.Grow(128 + totalLen(p.Items))
 	b.WriteString(`{"apiVersion":`)
-	writeJSONString(&b, apiVersion)
+	WriteJSONString(&b, apiVersion)
 	b.WriteString(`,"items":[`)
-	for i, it := range p.items {
+	for i, it := range p.Items {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.Write(bytes.TrimSpace(it))
 	}
 	b.WriteString(`],"kind":`)
-	writeJSONString(&b, listKind)
+	WriteJSONString(&b, listKind)
 	b.WriteString(`,"metadata":{"continue":`)
-	writeJSONString(&b, p.continueToken)
-	if p.remaining != nil {
+	WriteJSONString(&b, p.ContinueToken)
+	if p.Remaining != nil {
 		b.WriteString(`,"remainingItemCount":`)
-		b.WriteString(strconv.FormatInt(*p.remaining, 10))
+		b.WriteString(strconv.FormatInt(*p.Remaining, 10))
 	}
 	b.WriteString(`,"resourceVersion":`)
-	writeJSONString(&b, strconv.FormatInt(p.resourceVersion, 10))
+	WriteJSONString(&b, strconv.FormatInt(p.ResourceVersion, 10))
 	b.WriteString(`}}`)
 	return b.Bytes()
 }
@@ -174,46 +175,55 @@ func totalLen(items [][]byte) int {
 	return n
 }
 
-func writeJSONString(b *bytes.Buffer, s string) {
+func WriteJSONString(b *bytes.Buffer, s string) {
 	q, _ := json.Marshal(s)
 	b.Write(q)
 }
 
 // Watch event types as they appear on the wire.
 const (
-	eventAdded    = "ADDED"
-	eventModified = "MODIFIED"
-	eventDeleted  = "DELETED"
-	eventBookmark = "BOOKMARK"
-	eventError    = "ERROR"
+	EventAdded    = "ADDED"
+	EventModified = "MODIFIED"
+	EventDeleted  = "DELETED"
+	EventBookmark = "BOOKMARK"
+	EventError    = "ERROR"
 )
 
-// watchFrame renders one watch event as kube-apiserver streams it:
+// WatchFrame renders one watch event as kube-apiserver streams it:
 // {"type":"ADDED","object":{...}} and a newline.
-func watchFrame(eventType string, object []byte) []byte {
+func WatchFrame(eventType string, object []byte) []byte {
 	var b bytes.Buffer
 	b.Grow(len(object) + 32)
 	b.WriteString(`{"type":`)
-	writeJSONString(&b, eventType)
+	WriteJSONString(&b, eventType)
 	b.WriteString(`,"object":`)
 	b.Write(bytes.TrimSpace(object))
 	b.WriteString("}\n")
 	return b.Bytes()
 }
 
-// watchErrorFrame renders an error as a watch ERROR event carrying its Status.
-func watchErrorFrame(err error) []byte {
-	return watchFrame(eventError, bytes.TrimSpace(statusJSON(kstatus.FromError(err), false)))
+// WatchErrorFrame renders an error as a watch ERROR event carrying its Status.
+func WatchErrorFrame(err error) []byte {
+	return WatchFrame(EventError, bytes.TrimSpace(StatusJSON(kstatus.FromError(err), false)))
 }
 
-// bookmarkObject is the object of a BOOKMARK event: only apiVersion, kind
+// BookmarkObject is the object of a BOOKMARK event: only apiVersion, kind
 // and metadata.resourceVersion (plus the initial-events-end annotation at
 // the end of a watch-list's initial events).
-func bookmarkObject(apiVersion, kind string, rv int64, initialEventsEnd bool) []byte {
+func BookmarkObject(apiVersion, kind string, rv int64, initialEventsEnd bool) []byte {
 	md := map[string]any{"resourceVersion": strconv.FormatInt(rv, 10)}
 	if initialEventsEnd {
 		md["annotations"] = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
 	}
 	b, _ := json.Marshal(map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": md})
 	return b
+}
+
+// ListMeta is the page's list metadata.
+func (p ListPage) ListMeta() metav1.ListMeta {
+	lm := metav1.ListMeta{Continue: p.ContinueToken, RemainingItemCount: p.Remaining}
+	if p.ResourceVersion > 0 {
+		lm.ResourceVersion = fmt.Sprint(p.ResourceVersion)
+	}
+	return lm
 }

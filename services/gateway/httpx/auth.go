@@ -1,4 +1,4 @@
-package gateway
+package httpx
 
 import (
 	"bufio"
@@ -27,9 +27,9 @@ var publicPaths = map[string]bool{
 	"/readyz":  true,
 }
 
-// tokenSet holds the accepted bearer tokens as hashes, compared in
+// TokenSet holds the accepted bearer tokens as hashes, compared in
 // constant time, with whom each stands for.
-type tokenSet struct {
+type TokenSet struct {
 	hashes [][32]byte
 	ids    []identity
 }
@@ -44,18 +44,18 @@ type identity struct {
 	key string
 }
 
-// anonymous is the identity of unauthenticated requests to public paths.
-var anonymous = identity{user: "system:anonymous", key: "user:system:anonymous"}
+// Anonymous is the identity of unauthenticated requests to public paths.
+var Anonymous = identity{user: "system:anonymous", key: "user:system:anonymous"}
 
-// tokenEntry is one accepted token and its user ("" when unknown).
-type tokenEntry struct {
+// TokenEntry is one accepted token and its user ("" when unknown).
+type TokenEntry struct {
 	token, user string
 }
 
-func newTokenSet(tokens []string, entries ...tokenEntry) *tokenSet {
-	ts := &tokenSet{}
+func NewTokenSet(tokens []string, entries ...TokenEntry) *TokenSet {
+	ts := &TokenSet{}
 	for _, t := range tokens {
-		entries = append(entries, tokenEntry{token: t})
+		entries = append(entries, TokenEntry{token: t})
 	}
 	for _, e := range entries {
 		t := strings.TrimSpace(e.token)
@@ -73,12 +73,12 @@ func newTokenSet(tokens []string, entries ...tokenEntry) *tokenSet {
 	return ts
 }
 
-func (ts *tokenSet) empty() bool { return len(ts.hashes) == 0 }
+func (ts *TokenSet) Empty() bool { return len(ts.hashes) == 0 }
 
 // lookup returns the identity of token, if it is one of the set (every
 // hash is compared, in constant time; the last match wins, as the last
 // line of a token file does upstream).
-func (ts *tokenSet) lookup(token string) (identity, bool) {
+func (ts *TokenSet) lookup(token string) (identity, bool) {
 	if token == "" {
 		return identity{}, false
 	}
@@ -96,7 +96,7 @@ func (ts *tokenSet) lookup(token string) (identity, bool) {
 }
 
 // valid reports whether token is one of the set.
-func (ts *tokenSet) valid(token string) bool {
+func (ts *TokenSet) valid(token string) bool {
 	_, ok := ts.lookup(token)
 	return ok
 }
@@ -114,27 +114,27 @@ func bearerToken(r *http.Request) string {
 // authenticate reports whether r may proceed, and as whom: public paths
 // always (anonymously without a valid token), others with a configured
 // bearer token.
-func (ts *tokenSet) authenticate(r *http.Request) (identity, bool) {
+func (ts *TokenSet) Authenticate(r *http.Request) (identity, bool) {
 	if id, ok := ts.lookup(bearerToken(r)); ok {
 		return id, true
 	}
 	if publicPaths[r.URL.Path] {
-		return anonymous, true
+		return Anonymous, true
 	}
 	return identity{}, false
 }
 
 func writeUnauthorized(w http.ResponseWriter) {
 	h := w.Header()
-	h.Set("Content-Type", contentTypeJSON)
+	h.Set("Content-Type", ContentTypeJSON)
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusUnauthorized)
 	_, _ = io.WriteString(w, unauthorizedBody)
 }
 
-// readTokenFile reads the tokens of a token file (readTokenEntries).
-func readTokenFile(path string) ([]string, error) {
-	entries, err := readTokenEntries(path)
+// ReadTokenFile reads the tokens of a token file (ReadTokenEntries).
+func ReadTokenFile(path string) ([]string, error) {
+	entries, err := ReadTokenEntries(path)
 	if err != nil {
 		return nil, err
 	}
@@ -145,16 +145,16 @@ func readTokenFile(path string) ([]string, error) {
 	return tokens, nil
 }
 
-// readTokenEntries reads a kube-apiserver style static token file: one CSV
+// ReadTokenEntries reads a kube-apiserver style static token file: one CSV
 // record per line, "token,user,uid[,groups...]"; the token and the user
 // are used. Blank lines and lines starting with '#' are skipped.
-func readTokenEntries(path string) ([]tokenEntry, error) {
+func ReadTokenEntries(path string) ([]TokenEntry, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("token file: %w", err)
 	}
 	defer func() { _ = f.Close() }() // read only
-	var entries []tokenEntry
+	var entries []TokenEntry
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -168,7 +168,7 @@ func readTokenEntries(path string) ([]tokenEntry, error) {
 		if len(rec) == 0 || strings.TrimSpace(rec[0]) == "" {
 			return nil, fmt.Errorf("token file %s line %d: empty token", path, n)
 		}
-		e := tokenEntry{token: strings.TrimSpace(rec[0])}
+		e := TokenEntry{token: strings.TrimSpace(rec[0])}
 		if len(rec) > 1 {
 			e.user = strings.TrimSpace(rec[1])
 		}
