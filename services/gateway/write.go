@@ -43,32 +43,23 @@ func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*ht
 	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
 		return reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
 	}
-	body, err := requestBodyJSON(rm.ContentType, req.GetBody().GetData())
-	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
-	convErr, err := customResourceBodyError(err, crds)
+	body, err := httpx.DecodeBody(rm.ContentType, req.GetBody().GetData())
 	if err != nil {
 		return reply(nil, err)
 	}
+	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
+	if crds && body.ConvErr != nil {
+		return reply(nil, body.YAMLError())
+	}
 	// A YAML body can grow in its conversion: what admission would see is
 	// bounded as a patch result is.
-	if err := objsize.Check(len(body)); err != nil {
+	if err := objsize.Check(len(body.JSON)); err != nil {
 		return reply(nil, err)
 	}
 	if crds {
-		return reply(a.crdCreate(ctx, req, opts, body, out))
+		return reply(a.crdCreate(ctx, req, opts, body.JSON, out))
 	}
-	return reply(a.crCreate(ctx, req, opts, body, convErr, out))
-}
-
-// customResourceBodyError splits requestBodyJSON's error: a custom
-// resource's YAML that does not convert is its decoder's to report (after
-// the resource resolved, worded as upstream's decoder: convErr), anything
-// else is answered at once (err).
-func customResourceBodyError(bodyErr error, crds bool) (convErr, err error) {
-	if crds {
-		return nil, bodyErr
-	}
-	return splitYAMLError(bodyErr)
+	return reply(a.crCreate(ctx, req, opts, body, out))
 }
 
 // errCreateWhileTerminating is upstream's answer (its CRD handler's, before
@@ -80,7 +71,7 @@ func errCreateWhileTerminating(r *resource) error {
 	return err
 }
 
-func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body []byte, convErr error, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body httpx.Body, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	ns := req.GetNamespace()
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
 	if err != nil {
@@ -90,11 +81,11 @@ func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, op
 	if r.terminating {
 		return nil, errCreateWhileTerminating(r)
 	}
-	obj, err := decodeCustomResource(r, req.GetBody().GetData(), body, convErr, decodesStrictly(opts.FieldValidation))
+	obj, err := decodeCustomResource(r, body, decodesStrictly(opts.FieldValidation))
 	if err != nil {
 		return nil, err
 	}
-	strictErrs := bodyStrictErrors(httpx.RequestMetaFrom(ctx).ContentType, req.GetBody().GetData(), body, opts.FieldValidation)
+	strictErrs := body.StrictErrors(opts.FieldValidation)
 	if err := objmeta.CheckNameAndNamespace(obj, ns, "", r.namespaced); err != nil {
 		return nil, err
 	}
@@ -165,24 +156,26 @@ func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*ht
 	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
 		return reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
 	}
-	body, err := requestBodyJSON(rm.ContentType, req.GetBody().GetData())
-	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
-	convErr, err := customResourceBodyError(err, crds)
+	body, err := httpx.DecodeBody(rm.ContentType, req.GetBody().GetData())
 	if err != nil {
 		return reply(nil, err)
 	}
+	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
+	if crds && body.ConvErr != nil {
+		return reply(nil, body.YAMLError())
+	}
 	// A YAML body can grow in its conversion: what admission would see is
 	// bounded as a patch result is.
-	if err := objsize.Check(len(body)); err != nil {
+	if err := objsize.Check(len(body.JSON)); err != nil {
 		return reply(nil, err)
 	}
 	if crds {
-		return reply(a.crdUpdate(ctx, req, opts, body, out))
+		return reply(a.crdUpdate(ctx, req, opts, body.JSON, out))
 	}
-	return reply(a.crUpdate(ctx, req, opts, body, convErr, out))
+	return reply(a.crUpdate(ctx, req, opts, body, out))
 }
 
-func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body []byte, convErr error, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body httpx.Body, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	ns, name, sub := req.GetNamespace(), req.GetName(), req.GetSubresource()
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
 	if err != nil {
@@ -193,7 +186,7 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 	}
 	httpx.AddWarnings(ctx, r.warnings...)
 	if sub == "scale" {
-		doc, err := a.scaleUpdate(ctx, r, ns, name, body, convErr, updateParams{
+		doc, err := a.scaleUpdate(ctx, r, ns, name, body.JSON, body.ConvErr, updateParams{
 			name: name, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
 		})
 		if err != nil {
@@ -201,11 +194,11 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 		}
 		return out.Body(doc), nil
 	}
-	obj, err := decodeCustomResource(r, req.GetBody().GetData(), body, convErr, decodesStrictly(opts.FieldValidation))
+	obj, err := decodeCustomResource(r, body, decodesStrictly(opts.FieldValidation))
 	if err != nil {
 		return nil, err
 	}
-	strictErrs := bodyStrictErrors(httpx.RequestMetaFrom(ctx).ContentType, req.GetBody().GetData(), body, opts.FieldValidation)
+	strictErrs := body.StrictErrors(opts.FieldValidation)
 	if err := checkNameAndNamespace(obj, ns, name, r.namespaced); err != nil {
 		return nil, err
 	}
@@ -319,7 +312,7 @@ type updateParams struct {
 	dryRun          bool
 	fieldValidation string
 	// strictErrors are the body's strict decoding errors (see
-	// bodyStrictErrors).
+	// httpx.Body.StrictErrors).
 	strictErrors []string
 }
 
