@@ -63,23 +63,23 @@ func (a *kubeAPI) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*ht
 	rm := httpx.RequestMetaFrom(ctx)
 	out, err := httpx.WriteOutput(rm, req.GetPretty())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	opts, err := deleteOptions(req.GetBody().GetData(), rm.Query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
-		return reply(a.crdDelete(ctx, req, opts, out))
+		return httpx.Reply(a.crdDelete(ctx, req, opts, out))
 	}
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeObject)
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	httpx.AddWarnings(ctx, r.warnings...)
 	doc, deleted, err := a.deleteOne(ctx, r, req.GetNamespace(), req.GetName(), opts)
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	//nolint:staticcheck // upstream still honours orphanDependents
 	if od := opts.OrphanDependents; !deleted && od != nil && !*od {
@@ -327,40 +327,40 @@ func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCol
 	rm := httpx.RequestMetaFrom(ctx)
 	out, err := httpx.WriteOutput(rm, req.GetPretty())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	opts, err := deleteOptions(req.GetBody().GetData(), rm.Query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	params := listParams{labelSelector: req.GetLabelSelector(), fieldSelector: req.GetFieldSelector()}
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
-		return reply(a.crdDeleteCollection(ctx, req.GetNamespace(), params, opts, out))
+		return httpx.Reply(a.crdDeleteCollection(ctx, req.GetNamespace(), params, opts, out))
 	}
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeObject)
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	// Upstream's deletecollection lists from etcd: a "." or ".."
 	// namespace is its key's 500.
 	if err := checkStorageKey(r, req.GetNamespace(), ""); err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	httpx.AddWarnings(ctx, r.warnings...)
 	var all httpx.ListPage
 	for {
 		page, err := a.listStored(ctx, r, req.GetNamespace(), params)
 		if err != nil {
-			return reply(nil, err)
+			return httpx.Reply(nil, err)
 		}
 		items, err := a.readObjects(ctx, r, page.Items)
 		if err != nil {
-			return reply(nil, err)
+			return httpx.Reply(nil, err)
 		}
 		for _, it := range items {
 			name, ns := itemNameNamespace(it)
 			if _, _, err := a.deleteOne(ctx, r, ns, name, opts); err != nil && !apierrors.IsNotFound(err) {
-				return reply(nil, err)
+				return httpx.Reply(nil, err)
 			}
 		}
 		all.Items = append(all.Items, items...)

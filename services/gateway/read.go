@@ -59,12 +59,12 @@ func (a *kubeAPI) Get(ctx context.Context, req *gatewayv1.GetRequest) (*httpbody
 	rm := httpx.RequestMetaFrom(ctx)
 	out, err := httpx.NegotiateOutput(rm, req.GetPretty())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
-		return reply(a.crdGet(ctx, req, out, rm))
+		return httpx.Reply(a.crdGet(ctx, req, out, rm))
 	}
-	return reply(a.crGet(ctx, req, out, rm))
+	return httpx.Reply(a.crGet(ctx, req, out, rm))
 }
 
 func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
@@ -187,7 +187,7 @@ func (a *kubeAPI) List(ctx context.Context, req *gatewayv1.ListRequest) (*httpbo
 	rm := httpx.RequestMetaFrom(ctx)
 	out, err := httpx.NegotiateOutput(rm, req.GetPretty())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	params := listParams{
 		labelSelector:        req.GetLabelSelector(),
@@ -199,9 +199,9 @@ func (a *kubeAPI) List(ctx context.Context, req *gatewayv1.ListRequest) (*httpbo
 		sendInitialEvents:    req.SendInitialEvents,
 	}
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
-		return reply(a.crdList(ctx, req.GetNamespace(), params, out, rm))
+		return httpx.Reply(a.crdList(ctx, req.GetNamespace(), params, out, rm))
 	}
-	return reply(a.crList(ctx, req, params, out, rm))
+	return httpx.Reply(a.crList(ctx, req, params, out, rm))
 }
 
 func (a *kubeAPI) crList(ctx context.Context, req *gatewayv1.ListRequest, params listParams, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
@@ -358,12 +358,12 @@ func (a *kubeAPI) Watch(req *gatewayv1.WatchRequest, stream gatewayv1.KubeAPISer
 // the gRPC code: 400 instead of 422, 404 lost in translation.)
 func failWatch(ctx context.Context, stream gatewayv1.KubeAPIService_WatchServer, err error) error {
 	if ctx.Err() != nil {
-		return toGRPC(err)
+		return httpx.ToGRPC(err)
 	}
-	s := kstatus.FromError(toGRPC(err))
+	s := kstatus.FromError(httpx.ToGRPC(err))
 	httpx.SetHTTPCode(ctx, int(s.Code))
 	if serr := stream.Send(&httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: httpx.StatusJSON(s, false)}); serr != nil {
-		return toGRPC(err)
+		return httpx.ToGRPC(err)
 	}
 	return nil
 }

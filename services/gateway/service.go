@@ -23,6 +23,7 @@ import (
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/gateway/discovery"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 	"github.com/crdplane/crdplane/services/gateway/localpki"
 )
@@ -128,7 +129,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s.crds.OnChange(func(_, _ *crdcache.CRD) { events.notify() })
 	s.api = &kubeAPI{
 		registry:          registry,
-		openapi:           registryv1.NewOpenAPIServiceClient(regConn),
+		discovery:         &discovery.Server{Registry: registry, OpenAPI: registryv1.NewOpenAPIServiceClient(regConn)},
 		storage:           storagev1.NewStorageServiceClient(stoConn),
 		validator:         validatorv1.NewValidatorServiceClient(valConn),
 		converter:         converter,

@@ -37,29 +37,29 @@ func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*ht
 	rm := httpx.RequestMetaFrom(ctx)
 	out, err := httpx.WriteOutput(rm, req.GetPretty())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	opts := &metav1.CreateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
 	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
-		return reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
+		return httpx.Reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
 	}
 	body, err := httpx.DecodeBody(rm.ContentType, req.GetBody().GetData())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
 	if crds && body.ConvErr != nil {
-		return reply(nil, body.YAMLError())
+		return httpx.Reply(nil, body.YAMLError())
 	}
 	// A YAML body can grow in its conversion: what admission would see is
 	// bounded as a patch result is.
 	if err := objsize.Check(len(body.JSON)); err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	if crds {
-		return reply(a.crdCreate(ctx, req, opts, body.JSON, out))
+		return httpx.Reply(a.crdCreate(ctx, req, opts, body.JSON, out))
 	}
-	return reply(a.crCreate(ctx, req, opts, body, out))
+	return httpx.Reply(a.crCreate(ctx, req, opts, body, out))
 }
 
 // errCreateWhileTerminating is upstream's answer (its CRD handler's, before
@@ -150,29 +150,29 @@ func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*ht
 	rm := httpx.RequestMetaFrom(ctx)
 	out, err := httpx.WriteOutput(rm, req.GetPretty())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	opts := &metav1.UpdateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
 	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
-		return reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
+		return httpx.Reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
 	}
 	body, err := httpx.DecodeBody(rm.ContentType, req.GetBody().GetData())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
 	if crds && body.ConvErr != nil {
-		return reply(nil, body.YAMLError())
+		return httpx.Reply(nil, body.YAMLError())
 	}
 	// A YAML body can grow in its conversion: what admission would see is
 	// bounded as a patch result is.
 	if err := objsize.Check(len(body.JSON)); err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	if crds {
-		return reply(a.crdUpdate(ctx, req, opts, body.JSON, out))
+		return httpx.Reply(a.crdUpdate(ctx, req, opts, body.JSON, out))
 	}
-	return reply(a.crUpdate(ctx, req, opts, body, out))
+	return httpx.Reply(a.crUpdate(ctx, req, opts, body, out))
 }
 
 func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body httpx.Body, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
@@ -544,15 +544,15 @@ func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*http
 	rm := httpx.RequestMetaFrom(ctx)
 	out, err := httpx.WriteOutput(rm, req.GetPretty())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	pt := patch.Type(rm.ContentType)
 	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
 	if !crds && !patch.Supported(pt) {
-		return reply(nil, patch.UnsupportedError(pt))
+		return httpx.Reply(nil, patch.UnsupportedError(pt))
 	}
 	if crds && !crdPatchType(pt) {
-		return reply(nil, errCRDUnsupportedMediaType())
+		return httpx.Reply(nil, errCRDUnsupportedMediaType())
 	}
 	opts := &metav1.PatchOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
 	if req.GetForce() {
@@ -560,12 +560,12 @@ func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*http
 		opts.Force = &force
 	}
 	if errs := metav1validation.ValidatePatchOptions(opts, types.PatchType(pt)); len(errs) > 0 {
-		return reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
+		return httpx.Reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
 	}
 	if crds {
-		return reply(a.crdPatch(ctx, req, opts, pt, out))
+		return httpx.Reply(a.crdPatch(ctx, req, opts, pt, out))
 	}
-	return reply(a.crPatch(ctx, req, opts, pt, out))
+	return httpx.Reply(a.crPatch(ctx, req, opts, pt, out))
 }
 
 func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions, pt string, out httpx.OutputFormat) (*httpbody.HttpBody, error) {

@@ -11,6 +11,9 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/munnerz/goautoneg"
+	"google.golang.org/genproto/googleapis/api/httpbody"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -193,4 +196,36 @@ func StatusAsYAML(accept string) bool {
 		}
 	}
 	return false
+}
+
+// ToGRPC turns any error of the pipeline into the gRPC error the edge
+// renders: Kubernetes Status errors keep their Status, gRPC errors from the
+// backends pass through (their KubeStatus details included), anything else
+// is a 500.
+func ToGRPC(err error) error {
+	if err == nil {
+		return nil
+	}
+	var as apierrors.APIStatus
+	if errors.As(err, &as) {
+		return kstatus.ToGRPC(err)
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if errors.Is(err, context.Canceled) {
+		return status.Error(codes.Canceled, err.Error())
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return kstatus.ToGRPC(apierrors.NewTimeoutError(err.Error(), 0))
+	}
+	return kstatus.ToGRPC(apierrors.NewInternalError(err))
+}
+
+// Reply wraps a handler's result for the wire.
+func Reply(b *httpbody.HttpBody, err error) (*httpbody.HttpBody, error) {
+	if err != nil {
+		return nil, ToGRPC(err)
+	}
+	return b, nil
 }

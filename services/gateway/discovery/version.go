@@ -1,4 +1,4 @@
-package gateway
+package discovery
 
 import (
 	"context"
@@ -55,10 +55,10 @@ func versionInfo() version.Info {
 }
 
 // GetVersion serves /version.
-func (a *kubeAPI) GetVersion(context.Context, *gatewayv1.GetVersionRequest) (*httpbody.HttpBody, error) {
+func (s *Server) GetVersion(context.Context, *gatewayv1.GetVersionRequest) (*httpbody.HttpBody, error) {
 	b, err := json.MarshalIndent(versionInfo(), "", "  ")
 	if err != nil {
-		return nil, toGRPC(err)
+		return nil, httpx.ToGRPC(err)
 	}
 	return &httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: b}, nil
 }

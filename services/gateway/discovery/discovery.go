@@ -1,4 +1,6 @@
-package gateway
+// Package discovery serves the gateway's discovery, OpenAPI and /version
+// routes of KubeAPIService.
+package discovery
 
 import (
 	"context"
@@ -16,10 +18,19 @@ import (
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
+// Server serves what tells clients what the API is: discovery (/api,
+// /apis, /apis/<g>[/<v>]), the OpenAPI v3 documents and /version. The
+// documents are the registry's; the gateway passes them on with their
+// ETags.
+type Server struct {
+	Registry registryv1.RegistryServiceClient
+	OpenAPI  registryv1.OpenAPIServiceClient
+}
+
 // GetCoreDiscovery serves /api (no core group is served) and 404s /api/<v>.
-func (a *kubeAPI) GetCoreDiscovery(ctx context.Context, req *gatewayv1.GetCoreDiscoveryRequest) (*httpbody.HttpBody, error) {
+func (s *Server) GetCoreDiscovery(ctx context.Context, req *gatewayv1.GetCoreDiscoveryRequest) (*httpbody.HttpBody, error) {
 	if req.GetVersion() != "" {
-		return nil, toGRPC(httpx.ErrNotFound())
+		return nil, httpx.ToGRPC(httpx.ErrNotFound())
 	}
 	host := httpx.RequestMetaFrom(ctx).Host
 	if host == "" {
@@ -35,21 +46,21 @@ func (a *kubeAPI) GetCoreDiscovery(ctx context.Context, req *gatewayv1.GetCoreDi
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {
-		return nil, toGRPC(err)
+		return nil, httpx.ToGRPC(err)
 	}
 	return &httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: append(b, '\n')}, nil
 }
 
 // GetDiscovery serves /apis, /apis/<g> and /apis/<g>/<v> from the
 // registry's discovery documents (legacy or aggregated, by Accept).
-func (a *kubeAPI) GetDiscovery(ctx context.Context, req *gatewayv1.GetDiscoveryRequest) (*httpbody.HttpBody, error) {
-	resp, err := a.registry.GetDiscovery(ctx, &registryv1.GetDiscoveryRequest{
+func (s *Server) GetDiscovery(ctx context.Context, req *gatewayv1.GetDiscoveryRequest) (*httpbody.HttpBody, error) {
+	resp, err := s.Registry.GetDiscovery(ctx, &registryv1.GetDiscoveryRequest{
 		Group:   req.GetGroup(),
 		Version: req.GetVersion(),
 		Accept:  httpx.RequestMetaFrom(ctx).Accept,
 	})
 	if err != nil {
-		return nil, toGRPC(err)
+		return nil, httpx.ToGRPC(err)
 	}
 	ct := resp.GetContentType()
 	if ct == "" {
@@ -69,14 +80,14 @@ func (a *kubeAPI) GetDiscovery(ctx context.Context, req *gatewayv1.GetDiscoveryR
 // GetOpenAPI serves /openapi/v3 (the index) and /openapi/v3/<path> from
 // the registry's OpenAPIService. A request that names the document's hash
 // (as the index's serverRelativeURLs do) may be cached forever.
-func (a *kubeAPI) GetOpenAPI(ctx context.Context, req *gatewayv1.GetOpenAPIRequest) (*httpbody.HttpBody, error) {
-	resp, err := a.openapi.GetDocument(ctx, &registryv1.GetDocumentRequest{
+func (s *Server) GetOpenAPI(ctx context.Context, req *gatewayv1.GetOpenAPIRequest) (*httpbody.HttpBody, error) {
+	resp, err := s.OpenAPI.GetDocument(ctx, &registryv1.GetDocumentRequest{
 		Version: req.GetVersion(),
 		Path:    req.GetPath(),
 		Accept:  httpx.RequestMetaFrom(ctx).Accept,
 	})
 	if err != nil {
-		return nil, toGRPC(err)
+		return nil, httpx.ToGRPC(err)
 	}
 	if resp.GetContentType() == "" && len(resp.GetBody()) == 0 {
 		// no such document: upstream's handler writes nothing (200, no
