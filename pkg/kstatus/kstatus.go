@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -25,7 +26,8 @@ import (
 
 // ToGRPC converts err to a gRPC status error. An *apierrors.StatusError (or any
 // error wrapping an APIStatus) keeps its full Status as a detail; other errors
-// pass through unchanged (nil stays nil).
+// pass through unchanged (nil stays nil). A NewPageNotFound error also
+// carries its marker, as a google.rpc.ErrorInfo detail.
 func ToGRPC(err error) error {
 	if err == nil {
 		return nil
@@ -43,7 +45,11 @@ func ToGRPC(err error) error {
 	}
 	s := as.Status()
 	st := status.New(CodeForHTTP(int(s.Code)), s.Message)
-	if withDetail, derr := st.WithDetails(ToProto(&s)); derr == nil {
+	details := []protoadapt.MessageV1{ToProto(&s)}
+	if IsPageNotFound(err) {
+		details = append(details, pageNotFoundInfo())
+	}
+	if withDetail, derr := st.WithDetails(details...); derr == nil {
 		st = withDetail
 	}
 	return st.Err()

@@ -3,14 +3,11 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
 
-	"github.com/crdplane/crdplane/pkg/jsonscan"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // admission is one object's trip through the validator.
@@ -70,9 +67,9 @@ func (a *kubeAPI) admit(ctx context.Context, r *resource, ad admission) ([]byte,
 	if err != nil {
 		return nil, fmt.Errorf("admit %s %q: %w", r.kind, ad.name, err)
 	}
-	addWarnings(ctx, resp.GetWarnings()...)
-	causes := causesFromFieldErrors(ad.metaErrs)
-	causes = append(causes, causesFromProto(resp.GetCauses())...)
+	httpx.AddWarnings(ctx, resp.GetWarnings()...)
+	causes := httpx.CausesFromFieldErrors(ad.metaErrs)
+	causes = append(causes, httpx.CausesFromProto(resp.GetCauses())...)
 	if len(causes) > 0 {
 		if ad.op == validatorv1.Operation_OPERATION_UPDATE {
 			// Upstream validates an update's metadata twice (the gateway's
@@ -80,59 +77,12 @@ func (a *kubeAPI) admit(ctx context.Context, r *resource, ad admission) ([]byte,
 			// validator's its strategy's): every metadata error is listed
 			// twice, or three times (ValidateObjectMetaAccessor's labels,
 			// annotations, owner references, ... again).
-			return nil, newInvalidAll(r.groupKind(), ad.name, causes)
+			return nil, httpx.NewInvalidAll(r.groupKind(), ad.name, causes)
 		}
-		return nil, newInvalid(r.groupKind(), ad.name, causes)
+		return nil, httpx.NewInvalid(r.groupKind(), ad.name, causes)
 	}
 	if len(resp.GetObject()) == 0 {
 		return data, nil
 	}
 	return resp.GetObject(), nil
-}
-
-// bodyStrictErrors are the strict decoding errors upstream's decoder finds
-// in a create or update body before its unknown fields, under directive
-// (none under Ignore): a JSON body's duplicate fields (`duplicate field
-// "spec.x"`, as sigs.k8s.io/json); a YAML body's duplicate keys (the YAML
-// strict conversion's error, as one error under Strict and one warning a
-// line under Warn, as upstream's parseYAMLWarnings splits it).
-func bodyStrictErrors(contentType string, original, body []byte, directive string) []string {
-	if directive == metav1.FieldValidationIgnore {
-		return nil
-	}
-	if isYAMLBody(contentType) {
-		_, err := yaml.YAMLToJSONStrict(original)
-		if err == nil {
-			return nil
-		}
-		if directive == metav1.FieldValidationStrict {
-			return []string{err.Error()}
-		}
-		return yamlWarnings(err.Error())
-	}
-	paths, err := jsonscan.DuplicateFields(body, 0)
-	if err != nil {
-		return nil // the decoder reports malformed input
-	}
-	out := make([]string, len(paths))
-	for i, p := range paths {
-		out[i] = fmt.Sprintf("duplicate field %q", p)
-	}
-	return out
-}
-
-// yamlWarnings splits a YAML strict error into a warning a line, as
-// upstream's parseYAMLWarnings does (anything else is one warning).
-func yamlWarnings(msg string) []string {
-	rest, ok := strings.CutPrefix(msg, "yaml: unmarshal errors:\n")
-	if !ok {
-		if rest, ok = strings.CutPrefix(msg, "error converting YAML to JSON: yaml: unmarshal errors:\n"); !ok {
-			return []string{msg}
-		}
-	}
-	lines := strings.Split(rest, "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimSpace(l)
-	}
-	return lines
 }

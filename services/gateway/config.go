@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // Config configures the gateway.
@@ -92,8 +94,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
-	fs.Int64Var(&c.MaxRequestBodyBytes, "max-request-body-bytes", DefaultMaxRequestBodyBytes, "largest accepted request body")
-	fs.DurationVar(&c.RequestTimeout, "request-timeout", DefaultRequestTimeout, "deadline of every request but watches (?timeout may shorten it)")
+	fs.Int64Var(&c.MaxRequestBodyBytes, "max-request-body-bytes", httpx.DefaultMaxRequestBodyBytes, "largest accepted request body")
+	fs.DurationVar(&c.RequestTimeout, "request-timeout", httpx.DefaultRequestTimeout, "deadline of every request but watches (?timeout may shorten it)")
 	fs.DurationVar(&c.MinRequestTimeout, "min-request-timeout", 30*time.Minute, "watch duration when the client sets no timeoutSeconds (randomised up to twice this)")
 	fs.DurationVar(&c.CRDWait, "crd-wait", 5*time.Second, "how long a request waits for the CRD cache to catch up with the registry")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "bound on graceful shutdown")
@@ -123,13 +125,13 @@ func (c *Config) Validate() error {
 // RegisterFlags adds the overload protection flags to fs, with their
 // defaults (crdplane run has them too).
 func (c *Limits) RegisterFlags(fs *flag.FlagSet) {
-	fs.IntVar(&c.MaxRequestsInFlight, "max-requests-inflight", DefaultMaxRequestsInFlight,
+	fs.IntVar(&c.MaxRequestsInFlight, "max-requests-inflight", httpx.DefaultMaxRequestsInFlight,
 		"the maximum number of non-mutating (GET) requests in flight, watches not counted; beyond it 429 (0: no limit)")
-	fs.IntVar(&c.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", DefaultMaxMutatingRequestsInFlight,
+	fs.IntVar(&c.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", httpx.DefaultMaxMutatingRequestsInFlight,
 		"the maximum number of mutating requests in flight; beyond it 429 (0: no limit)")
-	fs.IntVar(&c.MaxWatchesPerClient, "max-watches-per-client", DefaultMaxWatchesPerClient,
+	fs.IntVar(&c.MaxWatchesPerClient, "max-watches-per-client", httpx.DefaultMaxWatchesPerClient,
 		"the maximum number of watches one client (user or token) holds open; beyond it 429 (0: no limit)")
-	fs.IntVar(&c.MaxWatches, "max-watches", DefaultMaxWatches,
+	fs.IntVar(&c.MaxWatches, "max-watches", httpx.DefaultMaxWatches,
 		"the maximum number of watches open on the gateway; beyond it 429 (0: no limit)")
 }
 
@@ -153,10 +155,10 @@ func (c *Limits) check() error {
 
 func (c *Config) setDefaults() {
 	if c.MaxRequestBodyBytes <= 0 {
-		c.MaxRequestBodyBytes = DefaultMaxRequestBodyBytes
+		c.MaxRequestBodyBytes = httpx.DefaultMaxRequestBodyBytes
 	}
 	if c.RequestTimeout <= 0 {
-		c.RequestTimeout = DefaultRequestTimeout
+		c.RequestTimeout = httpx.DefaultRequestTimeout
 	}
 	if c.MinRequestTimeout <= 0 {
 		c.MinRequestTimeout = 30 * time.Minute

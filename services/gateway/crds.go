@@ -17,6 +17,7 @@ import (
 	"github.com/crdplane/crdplane/pkg/patch"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // The CRDs themselves (apiextensions.k8s.io/v1 customresourcedefinitions,
@@ -31,7 +32,7 @@ const crdAPIVersion = crdGroup + "/" + crdVersion
 // crdScope rejects a namespaced path (CRDs are cluster-scoped) with 404.
 func crdScope(namespace string) error {
 	if namespace != "" {
-		return errNotFound()
+		return httpx.ErrNotFound()
 	}
 	return nil
 }
@@ -79,7 +80,7 @@ func writeOptions(dryRun []string, fieldManager, fieldValidation string) *regist
 	return &registryv1.WriteOptions{DryRun: isDryRun(dryRun), FieldManager: fieldManager, FieldValidation: fieldValidation}
 }
 
-func (a *kubeAPI) crdGet(ctx context.Context, req *gatewayv1.GetRequest, out outputFormat, rm requestMeta) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crdGet(ctx context.Context, req *gatewayv1.GetRequest, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
 	if err := crdScope(req.GetNamespace()); err != nil {
 		return nil, err
 	}
@@ -93,34 +94,34 @@ func (a *kubeAPI) crdGet(ctx context.Context, req *gatewayv1.GetRequest, out out
 	return respondObject(out, rm, resp.GetObject(), defaultPrinter)
 }
 
-func (a *kubeAPI) listCRDs(ctx context.Context, params listParams) (listPage, error) {
+func (a *kubeAPI) listCRDs(ctx context.Context, params listParams) (httpx.ListPage, error) {
 	opts, err := parseListOptions(params)
 	if err != nil {
-		return listPage{}, err
+		return httpx.ListPage{}, err
 	}
 	if err := checkCRDFieldSelector(opts.FieldSelector); err != nil {
-		return listPage{}, err
+		return httpx.ListPage{}, err
 	}
 	lo, minRV, err := storageListOptions(opts, nil)
 	if err != nil {
-		return listPage{}, err
+		return httpx.ListPage{}, err
 	}
 	resp, err := a.registry.List(ctx, &registryv1.ListRequest{Options: lo})
 	if err != nil {
-		return listPage{}, err
+		return httpx.ListPage{}, err
 	}
 	if resp.GetResourceVersion() < minRV {
-		return listPage{}, errTooLargeRV(opts.ResourceVersion, resp.GetResourceVersion(), 1)
+		return httpx.ListPage{}, errTooLargeRV(opts.ResourceVersion, resp.GetResourceVersion(), 1)
 	}
-	return listPage{
-		items:           resp.GetObjects(),
-		resourceVersion: resp.GetResourceVersion(),
-		continueToken:   resp.GetContinueToken(),
-		remaining:       resp.RemainingItemCount,
+	return httpx.ListPage{
+		Items:           resp.GetObjects(),
+		ResourceVersion: resp.GetResourceVersion(),
+		ContinueToken:   resp.GetContinueToken(),
+		Remaining:       resp.RemainingItemCount,
 	}, nil
 }
 
-func (a *kubeAPI) crdList(ctx context.Context, namespace string, params listParams, out outputFormat, rm requestMeta) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crdList(ctx context.Context, namespace string, params listParams, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
 	if err := crdScope(namespace); err != nil {
 		return nil, err
 	}
@@ -128,12 +129,12 @@ func (a *kubeAPI) crdList(ctx context.Context, namespace string, params listPara
 	if err != nil {
 		return continueExpired(ctx, err, params.continueToken, out)
 	}
-	if out.as == "" {
+	if out.As == "" {
 		doc, err := renderCRDList(page)
 		if err != nil {
 			return nil, err
 		}
-		return out.body(doc), nil
+		return out.Body(doc), nil
 	}
 	return respondList(out, rm, crdAPIVersion, crdListKind, page, defaultPrinter)
 }
@@ -142,9 +143,9 @@ func (a *kubeAPI) crdList(ctx context.Context, namespace string, params listPara
 // encodes its typed list: items without apiVersion and kind (the items of
 // a typed list carry no TypeMeta), metadata.continue and
 // remainingItemCount only when set.
-func renderCRDList(p listPage) ([]byte, error) {
-	items := make([]json.RawMessage, 0, len(p.items))
-	for _, it := range p.items {
+func renderCRDList(p httpx.ListPage) ([]byte, error) {
+	items := make([]json.RawMessage, 0, len(p.Items))
+	for _, it := range p.Items {
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(it, &obj); err != nil {
 			return nil, apierrors.NewInternalError(fmt.Errorf("decode CustomResourceDefinition: %w", err))
@@ -167,16 +168,16 @@ func renderCRDList(p listPage) ([]byte, error) {
 		Kind:       crdListKind,
 		APIVersion: crdAPIVersion,
 		Metadata: metav1.ListMeta{
-			ResourceVersion:    strconv.FormatInt(p.resourceVersion, 10),
-			Continue:           p.continueToken,
-			RemainingItemCount: p.remaining,
+			ResourceVersion:    strconv.FormatInt(p.ResourceVersion, 10),
+			Continue:           p.ContinueToken,
+			RemainingItemCount: p.Remaining,
 		},
 		Items: items,
 	}
 	return json.Marshal(list)
 }
 
-func (a *kubeAPI) crdWatch(ctx context.Context, namespace string, params listParams, stream gatewayv1.KubeAPIService_WatchServer, out outputFormat, rm requestMeta) error {
+func (a *kubeAPI) crdWatch(ctx context.Context, namespace string, params listParams, stream gatewayv1.KubeAPIService_WatchServer, out httpx.OutputFormat, rm httpx.RequestMeta) error {
 	if err := crdScope(namespace); err != nil {
 		return err
 	}
@@ -219,7 +220,7 @@ func (a *kubeAPI) crdWatch(ctx context.Context, namespace string, params listPar
 	return serveWatch(wctx, stream, plan, func() (backendEvent, error) { return backend.Recv() })
 }
 
-func (a *kubeAPI) crdCreate(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body []byte, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crdCreate(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body []byte, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	if err := crdScope(req.GetNamespace()); err != nil {
 		return nil, err
 	}
@@ -230,12 +231,12 @@ func (a *kubeAPI) crdCreate(ctx context.Context, req *gatewayv1.CreateRequest, o
 	if err != nil {
 		return nil, err
 	}
-	addWarnings(ctx, resp.GetWarnings()...)
-	setHTTPCode(ctx, http.StatusCreated)
-	return out.body(resp.GetObject()), nil
+	httpx.AddWarnings(ctx, resp.GetWarnings()...)
+	httpx.SetHTTPCode(ctx, http.StatusCreated)
+	return out.Body(resp.GetObject()), nil
 }
 
-func (a *kubeAPI) crdUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body []byte, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crdUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body []byte, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	if err := crdScope(req.GetNamespace()); err != nil {
 		return nil, err
 	}
@@ -251,11 +252,11 @@ func (a *kubeAPI) crdUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, o
 	if err != nil {
 		return nil, err
 	}
-	addWarnings(ctx, resp.GetWarnings()...)
-	return out.body(resp.GetObject()), nil
+	httpx.AddWarnings(ctx, resp.GetWarnings()...)
+	return out.Body(resp.GetObject()), nil
 }
 
-func (a *kubeAPI) crdPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions, pt string, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crdPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions, pt string, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	if err := crdScope(req.GetNamespace()); err != nil {
 		return nil, err
 	}
@@ -272,18 +273,18 @@ func (a *kubeAPI) crdPatch(ctx context.Context, req *gatewayv1.PatchRequest, opt
 	if err != nil {
 		return nil, err
 	}
-	addWarnings(ctx, resp.GetWarnings()...)
-	return out.body(resp.GetObject()), nil
+	httpx.AddWarnings(ctx, resp.GetWarnings()...)
+	return out.Body(resp.GetObject()), nil
 }
 
-func (a *kubeAPI) crdDelete(ctx context.Context, req *gatewayv1.DeleteRequest, opts *metav1.DeleteOptions, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crdDelete(ctx context.Context, req *gatewayv1.DeleteRequest, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	if err := crdScope(req.GetNamespace()); err != nil {
 		return nil, err
 	}
 	return a.deleteCRD(ctx, req.GetName(), opts, out)
 }
 
-func (a *kubeAPI) deleteCRD(ctx context.Context, name string, opts *metav1.DeleteOptions, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) deleteCRD(ctx context.Context, name string, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	dreq := &registryv1.DeleteRequest{Name: name, DryRun: isDryRun(opts.DryRun)}
 	if p := opts.Preconditions; p != nil {
 		if p.UID != nil {
@@ -297,20 +298,20 @@ func (a *kubeAPI) deleteCRD(ctx context.Context, name string, opts *metav1.Delet
 	if err != nil {
 		return nil, err
 	}
-	return out.body(resp.GetObject()), nil
+	return out.Body(resp.GetObject()), nil
 }
 
-func (a *kubeAPI) crdDeleteCollection(ctx context.Context, namespace string, params listParams, opts *metav1.DeleteOptions, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crdDeleteCollection(ctx context.Context, namespace string, params listParams, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	if err := crdScope(namespace); err != nil {
 		return nil, err
 	}
-	var all listPage
+	var all httpx.ListPage
 	for {
 		page, err := a.listCRDs(ctx, params)
 		if err != nil {
 			return nil, err
 		}
-		for _, it := range page.items {
+		for _, it := range page.Items {
 			name, _ := itemNameNamespace(it)
 			if _, err := a.deleteCRD(ctx, name, opts, out); err != nil {
 				if kstatus.FromError(err).Code == http.StatusNotFound {
@@ -319,16 +320,16 @@ func (a *kubeAPI) crdDeleteCollection(ctx context.Context, namespace string, par
 				return nil, fmt.Errorf("delete CRD %s: %w", name, err)
 			}
 		}
-		all.items = append(all.items, page.items...)
-		all.resourceVersion = page.resourceVersion
-		if page.continueToken == "" {
+		all.Items = append(all.Items, page.Items...)
+		all.ResourceVersion = page.ResourceVersion
+		if page.ContinueToken == "" {
 			break
 		}
-		params.continueToken = page.continueToken
+		params.continueToken = page.ContinueToken
 	}
 	doc, err := renderCRDList(all)
 	if err != nil {
 		return nil, err
 	}
-	return out.body(doc), nil
+	return out.Body(doc), nil
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // TestRenderCRDList: a CustomResourceDefinitionList as kube-apiserver
@@ -18,14 +19,14 @@ func TestRenderCRDList(t *testing.T) {
 	item := []byte(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"a.example.com","resourceVersion":"7"},"spec":{"group":"example.com"},"status":{}}`)
 	two := int64(2)
 	for _, tc := range []struct {
-		page listPage
+		page httpx.ListPage
 		want string
 	}{
-		{listPage{resourceVersion: 9},
+		{httpx.ListPage{ResourceVersion: 9},
 			`{"kind":"CustomResourceDefinitionList","apiVersion":"apiextensions.k8s.io/v1","metadata":{"resourceVersion":"9"},"items":[]}`},
-		{listPage{items: [][]byte{item}, resourceVersion: 9},
+		{httpx.ListPage{Items: [][]byte{item}, ResourceVersion: 9},
 			`{"kind":"CustomResourceDefinitionList","apiVersion":"apiextensions.k8s.io/v1","metadata":{"resourceVersion":"9"},"items":[{"metadata":{"name":"a.example.com","resourceVersion":"7"},"spec":{"group":"example.com"},"status":{}}]}`},
-		{listPage{items: [][]byte{item}, resourceVersion: 9, continueToken: "tok", remaining: &two},
+		{httpx.ListPage{Items: [][]byte{item}, ResourceVersion: 9, ContinueToken: "tok", Remaining: &two},
 			`{"kind":"CustomResourceDefinitionList","apiVersion":"apiextensions.k8s.io/v1","metadata":{"resourceVersion":"9","continue":"tok","remainingItemCount":2},"items":[{"metadata":{"name":"a.example.com","resourceVersion":"7"},"spec":{"group":"example.com"},"status":{}}]}`},
 	} {
 		got, err := renderCRDList(tc.page)
@@ -36,7 +37,7 @@ func TestRenderCRDList(t *testing.T) {
 			t.Errorf("got  %s\nwant %s", got, tc.want)
 		}
 	}
-	if _, err := renderCRDList(listPage{items: [][]byte{[]byte(`{`)}}); err == nil {
+	if _, err := renderCRDList(httpx.ListPage{Items: [][]byte{[]byte(`{`)}}); err == nil {
 		t.Error("a corrupt item rendered")
 	}
 }

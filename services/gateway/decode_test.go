@@ -3,6 +3,7 @@ package gateway
 import (
 	"testing"
 
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -141,12 +142,11 @@ metadata:
 	}
 	for _, tt := range tests {
 		t.Run(tt.fieldValidation+"/"+tt.name, func(t *testing.T) {
-			data, err := requestBodyJSON(tt.contentType, []byte(tt.body))
-			convErr, err := customResourceBodyError(err, false)
+			body, err := httpx.DecodeBody(tt.contentType, []byte(tt.body))
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = decodeCustomResource(r, []byte(tt.body), data, convErr, decodesStrictly(tt.fieldValidation))
+			_, err = decodeCustomResource(r, body, decodesStrictly(tt.fieldValidation))
 			if tt.want == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -246,12 +246,11 @@ func TestDecodeScaleUpdate(t *testing.T) {
 		{"application/json", `[]`, 0, refused},
 		{"application/yaml", "spec: [", 0, refused},
 	} {
-		data, err := requestBodyJSON(tc.contentType, []byte(tc.body))
-		convErr, err := customResourceBodyError(err, false)
+		body, err := httpx.DecodeBody(tc.contentType, []byte(tc.body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := decodeScaleUpdate(data, convErr)
+		s, err := decodeScaleUpdate(body.JSON, body.ConvErr)
 		if tc.want == "" {
 			if err != nil || s.Spec.Replicas != tc.replicas {
 				t.Errorf("%s: got %v, %v", tc.body, s, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/crdplane/crdplane/pkg/objmeta"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // maxDeleteRetries bounds the re-reads of a delete racing other writers.
@@ -59,34 +60,34 @@ func deleteOptions(body []byte, query url.Values, dryRun []string, grace *int64,
 
 // Delete serves DELETE on one object.
 func (a *kubeAPI) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*httpbody.HttpBody, error) {
-	rm := requestMetaFrom(ctx)
-	out, err := writeOutput(rm, req.GetPretty())
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.WriteOutput(rm, req.GetPretty())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
-	opts, err := deleteOptions(req.GetBody().GetData(), rm.query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
+	opts, err := deleteOptions(req.GetBody().GetData(), rm.Query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
-		return reply(a.crdDelete(ctx, req, opts, out))
+		return httpx.Reply(a.crdDelete(ctx, req, opts, out))
 	}
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeObject)
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
-	addWarnings(ctx, r.warnings...)
+	httpx.AddWarnings(ctx, r.warnings...)
 	doc, deleted, err := a.deleteOne(ctx, r, req.GetNamespace(), req.GetName(), opts)
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	//nolint:staticcheck // upstream still honours orphanDependents
 	if od := opts.OrphanDependents; !deleted && od != nil && !*od {
 		// Upstream's 202 for a cascading delete (orphanDependents=false)
 		// that did not remove the object.
-		setHTTPCode(ctx, http.StatusAccepted)
+		httpx.SetHTTPCode(ctx, http.StatusAccepted)
 	}
-	return out.body(doc), nil
+	return out.Body(doc), nil
 }
 
 // deleteOne deletes one custom resource as kube-apiserver's registry does
@@ -323,53 +324,53 @@ func withStatusTypeMeta(s *metav1.Status) *metav1.Status {
 // DeleteCollection serves DELETE on a collection: every selected object is
 // deleted as by Delete; the answer lists them as they were.
 func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCollectionRequest) (*httpbody.HttpBody, error) {
-	rm := requestMetaFrom(ctx)
-	out, err := writeOutput(rm, req.GetPretty())
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.WriteOutput(rm, req.GetPretty())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
-	opts, err := deleteOptions(req.GetBody().GetData(), rm.query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
+	opts, err := deleteOptions(req.GetBody().GetData(), rm.Query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	params := listParams{labelSelector: req.GetLabelSelector(), fieldSelector: req.GetFieldSelector()}
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
-		return reply(a.crdDeleteCollection(ctx, req.GetNamespace(), params, opts, out))
+		return httpx.Reply(a.crdDeleteCollection(ctx, req.GetNamespace(), params, opts, out))
 	}
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeObject)
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	// Upstream's deletecollection lists from etcd: a "." or ".."
 	// namespace is its key's 500.
 	if err := checkStorageKey(r, req.GetNamespace(), ""); err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
-	addWarnings(ctx, r.warnings...)
-	var all listPage
+	httpx.AddWarnings(ctx, r.warnings...)
+	var all httpx.ListPage
 	for {
 		page, err := a.listStored(ctx, r, req.GetNamespace(), params)
 		if err != nil {
-			return reply(nil, err)
+			return httpx.Reply(nil, err)
 		}
-		items, err := a.readObjects(ctx, r, page.items)
+		items, err := a.readObjects(ctx, r, page.Items)
 		if err != nil {
-			return reply(nil, err)
+			return httpx.Reply(nil, err)
 		}
 		for _, it := range items {
 			name, ns := itemNameNamespace(it)
 			if _, _, err := a.deleteOne(ctx, r, ns, name, opts); err != nil && !apierrors.IsNotFound(err) {
-				return reply(nil, err)
+				return httpx.Reply(nil, err)
 			}
 		}
-		all.items = append(all.items, items...)
-		all.resourceVersion = page.resourceVersion
-		if page.continueToken == "" {
+		all.Items = append(all.Items, items...)
+		all.ResourceVersion = page.ResourceVersion
+		if page.ContinueToken == "" {
 			break
 		}
-		params.continueToken = page.continueToken
+		params.continueToken = page.ContinueToken
 	}
-	return out.body(renderList(r.apiVersion(), r.listKind, all)), nil
+	return out.Body(httpx.RenderList(r.apiVersion(), r.listKind, all)), nil
 }
 
 func itemNameNamespace(obj []byte) (name, namespace string) {

@@ -5,6 +5,7 @@ import (
 	"runtime/metrics"
 	"testing"
 
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -28,18 +29,22 @@ func fuzzCheckAlloc(t *testing.T, input, perByte int, fn func()) {
 }
 
 // FuzzRequestBody: a create or update body, JSON or YAML, goes through the
-// gateway's decoding (requestBodyJSON, then decodeObject): it decodes or
+// gateway's decoding (httpx.DecodeBody, then decodeObject): it decodes or
 // fails with a Status error, never panics, a YAML body converts to valid
 // JSON, and the memory taken stays proportional to the body (YAML aliases
 // are bounded by the YAML library).
 func FuzzRequestBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, yaml bool, body []byte) {
-		ct := contentTypeJSON
+		ct := httpx.ContentTypeJSON
 		if yaml {
-			ct = contentTypeYAML
+			ct = httpx.ContentTypeYAML
 		}
 		fuzzCheckAlloc(t, len(body), 1000, func() {
-			data, err := requestBodyJSON(ct, body)
+			b, err := httpx.DecodeBody(ct, body)
+			if err == nil {
+				err = b.YAMLError()
+			}
+			data := b.JSON
 			if err != nil {
 				if _, ok := err.(apierrors.APIStatus); !ok {
 					t.Fatalf("%T is not a Status: %v", err, err)

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/genproto/googleapis/api/httpbody"
 
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 func textBody(s string) *httpbody.HttpBody {
@@ -49,7 +50,7 @@ func (a *kubeAPI) Readyz(ctx context.Context, req *gatewayv1.ReadyzRequest) (*ht
 	}
 	if len(failed) > 0 {
 		a.log.Debug("readyz check failed", failed...)
-		setHTTPCode(ctx, http.StatusInternalServerError)
+		httpx.SetHTTPCode(ctx, http.StatusInternalServerError)
 		return textBody(out.String() + "readyz check failed\n"), nil
 	}
 	if req.GetVerbose() {

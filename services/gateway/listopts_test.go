@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // TestResourceVersionParameter: a resourceVersion that is not a uint64 is
@@ -196,7 +197,7 @@ func TestRetryAfterHeader(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := httptest.NewRecorder()
-			writeStatus(w, kstatus.FromError(tc.err))
+			httpx.WriteStatus(w, kstatus.FromError(tc.err))
 			if got := w.Header().Get("Retry-After"); got != tc.want {
 				t.Fatalf("Retry-After %q; want %q", got, tc.want)
 			}

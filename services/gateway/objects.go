@@ -3,9 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"mime"
 	"strconv"
 	"strings"
 
@@ -15,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
 
 	"github.com/crdplane/crdplane/pkg/objmeta"
 	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // object is a decoded custom resource.
@@ -80,75 +78,6 @@ func encodeObject(obj object) ([]byte, error) {
 	return b, nil
 }
 
-// isYAMLBody reports whether a create/update body of that content type
-// is YAML (requestBodyJSON converts it).
-func isYAMLBody(contentType string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		return false
-	}
-	switch mt {
-	case contentTypeYAML, "application/x-yaml", "text/yaml":
-		return true
-	}
-	return false
-}
-
-// requestBodyJSON returns a create/update body as JSON: JSON as is, YAML
-// converted. Other media types are 415 as kube-apiserver answers for
-// custom resources. A YAML body that does not convert is a *yamlError
-// (a 400 with the converter's message; custom resources word it as their
-// decoder does, see decodeCustomResource).
-func requestBodyJSON(contentType string, body []byte) ([]byte, error) {
-	mt := contentTypeJSON
-	if contentType != "" {
-		parsed, _, err := mime.ParseMediaType(contentType)
-		if err != nil {
-			return nil, unsupportedMediaType(contentTypeJSON, contentTypeYAML)
-		}
-		mt = parsed
-	}
-	switch mt {
-	case contentTypeJSON, "*/*":
-		return body, nil
-	case contentTypeYAML, "application/x-yaml", "text/yaml":
-		j, err := yaml.YAMLToJSON(body)
-		if err != nil {
-			return nil, &yamlError{StatusError: apierrors.NewBadRequest(err.Error()), cause: err}
-		}
-		return j, nil
-	default:
-		return nil, unsupportedMediaType(contentTypeJSON, contentTypeYAML)
-	}
-}
-
-// yamlError is a YAML body that did not convert to JSON: a 400 with the
-// converter's message.
-type yamlError struct {
-	*apierrors.StatusError
-	cause error
-}
-
-// splitYAMLError separates a YAML body's conversion failure (left to the
-// custom resource decoder, which words it) from other body errors.
-func splitYAMLError(err error) (convErr, other error) {
-	var ye *yamlError
-	if errors.As(err, &ye) {
-		return ye.cause, nil
-	}
-	return nil, err
-}
-
-// unsupportedMediaType is kube-apiserver's 415 for a body it cannot decode.
-func unsupportedMediaType(accepted ...string) error {
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status:  metav1.StatusFailure,
-		Code:    415,
-		Reason:  metav1.StatusReasonUnsupportedMediaType,
-		Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s", strings.Join(accepted, ", ")),
-	}}
-}
-
 // summarize abbreviates a body for an error message as kube-apiserver does.
 func summarize(data []byte, max int) string {
 	switch {
@@ -193,15 +122,16 @@ func summarize(data []byte, max int) string {
 //
 // A wrong kind with the right apiVersion is left to checkKind (a 422, as
 // upstream's type-meta validation).
-func decodeCustomResource(r *resource, raw, data []byte, convErr error, strict bool) (object, error) {
+func decodeCustomResource(r *resource, b httpx.Body, strict bool) (object, error) {
+	raw, data := b.Raw, b.JSON
 	unrecognized := func(err error) error {
 		return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v (%s)", r.kind, err, summarize(raw, 30)))
 	}
 	cannotHandle := func(gvk schema.GroupVersionKind, err error) error {
 		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, r.kind, err))
 	}
-	if convErr != nil {
-		return nil, unrecognized(convErr)
+	if b.ConvErr != nil {
+		return nil, unrecognized(b.ConvErr)
 	}
 	var obj object
 	decErr := utiljson.Unmarshal(data, &obj)

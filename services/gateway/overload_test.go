@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crdplane/crdplane/services/gateway/httpx"
+
 	"github.com/crdplane/crdplane/services/gateway/internal/backendtest"
 )
 
@@ -43,8 +45,8 @@ func (b *blockingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // not counted.
 func TestMaxInFlight(t *testing.T) {
 	next := newBlocking()
-	e := &edge{tokens: newTokenSet([]string{"tok"}), maxBody: 1 << 20, requestTimeout: time.Minute, next: next,
-		inflight: newInflightLimiter(2, 1), watches: newWatchLimiter(0, 0)}
+	e := &httpx.Edge{Tokens: httpx.NewTokenSet([]string{"tok"}), MaxBody: 1 << 20, RequestTimeout: time.Minute, Next: next,
+		Inflight: httpx.NewInflightLimiter(2, 1), Watches: httpx.NewWatchLimiter(0, 0)}
 	srv := httptest.NewServer(instrument(e))
 	defer srv.Close()
 	released := false
@@ -249,38 +251,4 @@ func TestWatchLimits(t *testing.T) {
 		t.Fatalf("list while watches are at the limit: %v %v", resp, err)
 	}
 	resp.Body.Close()
-}
-
-// TestTokenIdentities: a token file's tokens stand for their user, other
-// tokens for themselves; public paths need none.
-func TestTokenIdentities(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "tokens.csv")
-	if err := os.WriteFile(p, []byte("tok1,admin,1,\"system:masters\"\ntok2,bob,2\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	entries, err := readTokenEntries(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := newTokenSet([]string{"plain"}, entries...)
-	for _, tc := range []struct {
-		path, token, key string
-		ok               bool
-	}{
-		{"/apis", "tok1", "user:admin", true},
-		{"/apis", "tok2", "user:bob", true},
-		{"/apis", "plain", "token:", true},
-		{"/apis", "nope", "", false},
-		{"/readyz", "", "user:system:anonymous", true},
-		{"/readyz", "tok2", "user:bob", true},
-	} {
-		r := httptest.NewRequest("GET", tc.path, nil)
-		if tc.token != "" {
-			r.Header.Set("Authorization", "Bearer "+tc.token)
-		}
-		id, ok := ts.authenticate(r)
-		if ok != tc.ok || !strings.HasPrefix(id.key, tc.key) || (tc.key == "token:" && len(id.key) != len("token:")+16) {
-			t.Errorf("%s %q: %+v %v", tc.path, tc.token, id, ok)
-		}
-	}
 }

@@ -15,7 +15,8 @@ import (
 	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/jsonscan"
 	"github.com/crdplane/crdplane/pkg/patch"
-	crschema "github.com/crdplane/crdplane/services/validator/schema"
+	"github.com/crdplane/crdplane/pkg/structural"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // decodePatch is upstream's strict pre-decoding of a JSON or merge patch
@@ -42,7 +43,7 @@ func patchStrictErrors(ctx context.Context, directive string, strictErrs []error
 		return patchInvalid(quoted(), runtime.NewStrictDecodingError(strictErrs).Error())
 	}
 	for _, e := range strictErrs {
-		addWarnings(ctx, e.Error())
+		httpx.AddWarnings(ctx, e.Error())
 	}
 	return nil
 }
@@ -142,7 +143,7 @@ func (a *kubeAPI) decodePatched(r *resource, patched []byte, directive string, q
 			}
 		}
 	}
-	unknown, err := crschema.Normalize(obj, s, false)
+	unknown, err := structural.Normalize(obj, s, false)
 	if err != nil {
 		return nil, err
 	}
@@ -167,8 +168,8 @@ func decodeErrorText(err error) string {
 // metadataOnlySchema is what upstream's schema-coercing decoder applies to
 // an object of another group or kind: its metadata decoded as an
 // ObjectMeta, nothing pruned.
-var metadataOnlySchema = sync.OnceValue(func() *crschema.Schema {
-	s, err := crschema.Compile(nil, crschema.WithPreserveUnknownFields(true))
+var metadataOnlySchema = sync.OnceValue(func() *structural.Schema {
+	s, err := structural.Compile(nil, structural.WithPreserveUnknownFields(true))
 	if err != nil {
 		panic(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // TestKubeQueryParser checks query parameters read as kube-apiserver's
@@ -47,7 +48,7 @@ func TestKubeQueryParser(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = kubeQueryParser{}.Parse(tc.msg, q, filter)
+			err = httpx.KubeQueryParser{}.Parse(tc.msg, q, filter)
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("got %v, want %s", err, tc.wantErr)

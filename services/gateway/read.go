@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"math"
 	"net/http"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
@@ -16,6 +15,7 @@ import (
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // optimisticLockMsg is kube-apiserver's conflict message for a stale resourceVersion.
@@ -56,18 +56,18 @@ func checkSubresource(r *resource, sub, name string) error {
 
 // Get serves GET on one object (and its status and scale subresources).
 func (a *kubeAPI) Get(ctx context.Context, req *gatewayv1.GetRequest) (*httpbody.HttpBody, error) {
-	rm := requestMetaFrom(ctx)
-	out, err := negotiateOutput(rm, req.GetPretty())
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.NegotiateOutput(rm, req.GetPretty())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
-		return reply(a.crdGet(ctx, req, out, rm))
+		return httpx.Reply(a.crdGet(ctx, req, out, rm))
 	}
-	return reply(a.crGet(ctx, req, out, rm))
+	return httpx.Reply(a.crGet(ctx, req, out, rm))
 }
 
-func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out outputFormat, rm requestMeta) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeObject)
 	if err != nil {
 		return nil, err
@@ -89,22 +89,10 @@ func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out outp
 	if err != nil {
 		return nil, err
 	}
-	minRV = clampRV(minRV, req.GetResourceVersion())
-	addWarnings(ctx, r.warnings...)
-	key := r.objectKey(req.GetNamespace(), req.GetName())
-	resp, err := a.storage.Get(ctx, &storagev1.GetRequest{Key: key})
-	if minRV > 0 && (err == nil && resp.GetResourceVersion() < minRV || apierrors.IsNotFound(storageErr(err, r.groupResource(), req.GetName()))) {
-		// "Not older than" a revision the object does not show: the store
-		// must have reached it (upstream's watch cache waits for it first,
-		// a missing object included), else 504.
-		waited, werr := a.waitForRevision(ctx, r, minRV, req.GetResourceVersion())
-		if werr != nil {
-			return nil, werr
-		}
-		if waited {
-			resp, err = a.storage.Get(ctx, &storagev1.GetRequest{Key: key})
-		}
-	}
+	httpx.AddWarnings(ctx, r.warnings...)
+	// "Not older than" a revision (upstream's watch cache waits for it, a
+	// missing object included, else 504): storage waits.
+	resp, err := a.storage.Get(ctx, &storagev1.GetRequest{Key: r.objectKey(req.GetNamespace(), req.GetName()), MinResourceVersion: uint64(minRV)})
 	if err != nil {
 		return nil, storageErr(err, r.groupResource(), req.GetName())
 	}
@@ -120,59 +108,59 @@ func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out outp
 
 // respondObject renders one object (JSON at the request version) in the
 // negotiated format; printer gives its table columns.
-func respondObject(out outputFormat, rm requestMeta, obj []byte, printer func() *tablePrinter) (*httpbody.HttpBody, error) {
-	switch out.as {
-	case asTable:
-		opts, err := tableOptions(rm.query())
+func respondObject(out httpx.OutputFormat, rm httpx.RequestMeta, obj []byte, printer func() *tablePrinter) (*httpbody.HttpBody, error) {
+	switch out.As {
+	case httpx.AsTable:
+		opts, err := tableOptions(rm.Query())
 		if err != nil {
 			return nil, err
 		}
-		tw := &tableWriter{printer: printer(), opts: opts, gv: out.asGV}
+		tw := &tableWriter{printer: printer(), opts: opts, gv: out.AsGV}
 		doc, err := tw.table([][]byte{obj}, metav1.ListMeta{ResourceVersion: objectResourceVersion(obj)})
 		if err != nil {
 			return nil, err
 		}
-		return out.body(doc), nil
-	case asPartialObjectMetadata:
+		return out.Body(doc), nil
+	case httpx.AsPartialObjectMetadata:
 		o, err := decodeObject(obj)
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
-		doc, err := partialObjectMetadata(o, out.asGV)
+		doc, err := partialObjectMetadata(o, out.AsGV)
 		if err != nil {
 			return nil, err
 		}
-		return out.body(doc), nil
-	case asPartialObjectMetadataList:
+		return out.Body(doc), nil
+	case httpx.AsPartialObjectMetadataList:
 		return nil, errNotAcceptableConversion("you requested PartialObjectMetadataList, but the requested object is not a list (*unstructured.Unstructured)")
 	}
-	return out.body(obj), nil
+	return out.Body(obj), nil
 }
 
 // respondList renders a list page (items JSON at the request version).
-func respondList(out outputFormat, rm requestMeta, apiVersion, listKind string, page listPage, printer func() *tablePrinter) (*httpbody.HttpBody, error) {
-	switch out.as {
-	case asTable:
-		opts, err := tableOptions(rm.query())
+func respondList(out httpx.OutputFormat, rm httpx.RequestMeta, apiVersion, listKind string, page httpx.ListPage, printer func() *tablePrinter) (*httpbody.HttpBody, error) {
+	switch out.As {
+	case httpx.AsTable:
+		opts, err := tableOptions(rm.Query())
 		if err != nil {
 			return nil, err
 		}
-		tw := &tableWriter{printer: printer(), opts: opts, gv: out.asGV}
-		doc, err := tw.table(page.items, page.listMeta())
+		tw := &tableWriter{printer: printer(), opts: opts, gv: out.AsGV}
+		doc, err := tw.table(page.Items, page.ListMeta())
 		if err != nil {
 			return nil, err
 		}
-		return out.body(doc), nil
-	case asPartialObjectMetadataList:
-		doc, err := partialObjectMetadataList(page, out.asGV)
+		return out.Body(doc), nil
+	case httpx.AsPartialObjectMetadataList:
+		doc, err := partialObjectMetadataList(page, out.AsGV)
 		if err != nil {
 			return nil, err
 		}
-		return out.body(doc), nil
-	case asPartialObjectMetadata:
+		return out.Body(doc), nil
+	case httpx.AsPartialObjectMetadata:
 		return nil, errNotAcceptableConversion("you requested PartialObjectMetadata, but the requested object is a list (*unstructured.UnstructuredList)")
 	}
-	return out.body(renderList(apiVersion, listKind, page)), nil
+	return out.Body(httpx.RenderList(apiVersion, listKind, page)), nil
 }
 
 // errNotAcceptableConversion is upstream's 406 for a transformation the
@@ -196,10 +184,10 @@ func objectResourceVersion(obj []byte) string {
 
 // List serves GET on a collection.
 func (a *kubeAPI) List(ctx context.Context, req *gatewayv1.ListRequest) (*httpbody.HttpBody, error) {
-	rm := requestMetaFrom(ctx)
-	out, err := negotiateOutput(rm, req.GetPretty())
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.NegotiateOutput(rm, req.GetPretty())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	params := listParams{
 		labelSelector:        req.GetLabelSelector(),
@@ -211,12 +199,12 @@ func (a *kubeAPI) List(ctx context.Context, req *gatewayv1.ListRequest) (*httpbo
 		sendInitialEvents:    req.SendInitialEvents,
 	}
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
-		return reply(a.crdList(ctx, req.GetNamespace(), params, out, rm))
+		return httpx.Reply(a.crdList(ctx, req.GetNamespace(), params, out, rm))
 	}
-	return reply(a.crList(ctx, req, params, out, rm))
+	return httpx.Reply(a.crList(ctx, req, params, out, rm))
 }
 
-func (a *kubeAPI) crList(ctx context.Context, req *gatewayv1.ListRequest, params listParams, out outputFormat, rm requestMeta) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crList(ctx context.Context, req *gatewayv1.ListRequest, params listParams, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeCollection)
 	if err != nil {
 		return nil, err
@@ -225,8 +213,8 @@ func (a *kubeAPI) crList(ctx context.Context, req *gatewayv1.ListRequest, params
 	if err != nil {
 		return continueExpired(ctx, err, params.continueToken, out)
 	}
-	addWarnings(ctx, r.warnings...)
-	if page.items, err = a.readObjects(ctx, r, page.items); err != nil {
+	httpx.AddWarnings(ctx, r.warnings...)
+	if page.Items, err = a.readObjects(ctx, r, page.Items); err != nil {
 		return nil, err
 	}
 	return respondList(out, rm, r.apiVersion(), r.listKind, page, func() *tablePrinter { return newColumnPrinter(printerColumns(r.crd, r.version)) })
@@ -244,7 +232,7 @@ const inconsistentContinue = "The provided continue parameter is too old to disp
 // is compacted away is upstream's 410 carrying, in metadata.continue, a
 // token that continues at the same key from the latest revision (rv -1);
 // anything else is returned as is.
-func continueExpired(ctx context.Context, err error, token string, out outputFormat) (*httpbody.HttpBody, error) {
+func continueExpired(ctx context.Context, err error, token string, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	s := kstatus.FromError(err)
 	if token == "" || s.Reason != metav1.StatusReasonExpired {
 		return nil, err
@@ -259,8 +247,8 @@ func continueExpired(ctx context.Context, err error, token string, out outputFor
 	}
 	// The Status carries list metadata, which a gRPC error cannot: it is
 	// the response body, with its code.
-	setHTTPCode(ctx, http.StatusGone)
-	return &httpbody.HttpBody{ContentType: contentTypeJSON, Data: statusJSON(st, out.pretty)}, nil
+	httpx.SetHTTPCode(ctx, http.StatusGone)
+	return &httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: httpx.StatusJSON(st, out.Pretty)}, nil
 }
 
 // continueAtLatest rewrites an (upstream format) continue token to
@@ -287,22 +275,22 @@ func continueAtLatest(token string) (string, bool) {
 }
 
 // listStored reads one page of a collection at the storage version.
-func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string, params listParams) (listPage, error) {
+func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string, params listParams) (httpx.ListPage, error) {
 	opts, err := parseListOptions(params)
 	if err != nil {
-		return listPage{}, err
+		return httpx.ListPage{}, err
 	}
 	if err := checkFieldSelector(opts.FieldSelector, r.fieldAllowed); err != nil {
-		return listPage{}, err
+		return httpx.ListPage{}, err
 	}
 	if listReadsEtcd(opts) {
 		if err := checkStorageKey(r, namespace, ""); err != nil {
-			return listPage{}, err
+			return httpx.ListPage{}, err
 		}
 	}
 	lo, minRV, err := storageListOptions(opts, r.selectableFields)
 	if err != nil {
-		return listPage{}, err
+		return httpx.ListPage{}, err
 	}
 	beyond := rvBeyondRevisions(opts.ResourceVersion)
 	// Exact as upstream decides it, from the parameters as written.
@@ -313,33 +301,23 @@ func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string,
 		// An exact read past the largest revision: upstream's etcd3 store
 		// reads int64(rv), a negative revision, which etcd reads as the
 		// latest; then the result is older than asked (no retry hint).
-		lo.ResourceVersion = 0
-	case beyond:
-		minRV = math.MaxInt64
+		lo.ResourceVersion, minRV = 0, 0
 	}
-	req := &storagev1.ListRequest{Prefix: r.collectionKey(namespace), Options: lo}
+	// "Not older than" a revision still to come: storage waits for it, as
+	// upstream's watch cache does (minRV is the resourceVersion's uint64).
+	req := &storagev1.ListRequest{Prefix: r.collectionKey(namespace), Options: lo, MinResourceVersion: uint64(minRV)}
 	resp, err := a.storage.List(ctx, req)
 	if err != nil {
-		return listPage{}, err
+		return httpx.ListPage{}, err
 	}
 	if exactBeyond {
-		return listPage{}, errTooLargeRV(opts.ResourceVersion, resp.GetResourceVersion(), 0)
+		return httpx.ListPage{}, errTooLargeRV(opts.ResourceVersion, resp.GetResourceVersion(), 0)
 	}
-	if resp.GetResourceVersion() < minRV {
-		// "Not older than" a revision still to come: wait for it, then
-		// read again, as upstream's watch cache does.
-		if _, err := a.waitForRevision(ctx, r, minRV, opts.ResourceVersion); err != nil {
-			return listPage{}, err
-		}
-		if resp, err = a.storage.List(ctx, req); err != nil {
-			return listPage{}, err
-		}
-	}
-	return listPage{
-		items:           resp.GetObjects(),
-		resourceVersion: resp.GetResourceVersion(),
-		continueToken:   resp.GetContinueToken(),
-		remaining:       resp.RemainingItemCount,
+	return httpx.ListPage{
+		Items:           resp.GetObjects(),
+		ResourceVersion: resp.GetResourceVersion(),
+		ContinueToken:   resp.GetContinueToken(),
+		Remaining:       resp.RemainingItemCount,
 	}, nil
 }
 
@@ -358,7 +336,7 @@ func (a *kubeAPI) Watch(req *gatewayv1.WatchRequest, stream gatewayv1.KubeAPISer
 		watch:                true,
 		name:                 watchNameFrom(ctx),
 	}
-	rm := requestMetaFrom(ctx)
+	rm := httpx.RequestMetaFrom(ctx)
 	out, err := watchOutput(rm)
 	if err != nil {
 		return failWatch(ctx, stream, err)
@@ -380,17 +358,17 @@ func (a *kubeAPI) Watch(req *gatewayv1.WatchRequest, stream gatewayv1.KubeAPISer
 // the gRPC code: 400 instead of 422, 404 lost in translation.)
 func failWatch(ctx context.Context, stream gatewayv1.KubeAPIService_WatchServer, err error) error {
 	if ctx.Err() != nil {
-		return toGRPC(err)
+		return httpx.ToGRPC(err)
 	}
-	s := kstatus.FromError(toGRPC(err))
-	setHTTPCode(ctx, int(s.Code))
-	if serr := stream.Send(&httpbody.HttpBody{ContentType: contentTypeJSON, Data: statusJSON(s, false)}); serr != nil {
-		return toGRPC(err)
+	s := kstatus.FromError(httpx.ToGRPC(err))
+	httpx.SetHTTPCode(ctx, int(s.Code))
+	if serr := stream.Send(&httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: httpx.StatusJSON(s, false)}); serr != nil {
+		return httpx.ToGRPC(err)
 	}
 	return nil
 }
 
-func (a *kubeAPI) crWatch(ctx context.Context, req *gatewayv1.WatchRequest, params listParams, stream gatewayv1.KubeAPIService_WatchServer, out outputFormat, rm requestMeta) error {
+func (a *kubeAPI) crWatch(ctx context.Context, req *gatewayv1.WatchRequest, params listParams, stream gatewayv1.KubeAPIService_WatchServer, out httpx.OutputFormat, rm httpx.RequestMeta) error {
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeCollection)
 	if err != nil {
 		return err
@@ -432,7 +410,7 @@ func (a *kubeAPI) crWatch(ctx context.Context, req *gatewayv1.WatchRequest, para
 	if opts.FieldSelector != nil && !opts.FieldSelector.Empty() {
 		wreq.FieldSelector = opts.FieldSelector.String()
 	}
-	addWarnings(ctx, r.warnings...)
+	httpx.AddWarnings(ctx, r.warnings...)
 	wctx, cancel := context.WithTimeout(ctx, plan.timeout)
 	defer cancel()
 	backend, err := a.storage.Watch(wctx, wreq)

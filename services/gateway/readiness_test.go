@@ -15,6 +15,7 @@ import (
 
 	"github.com/crdplane/crdplane/pkg/grpcx"
 	"github.com/crdplane/crdplane/pkg/metrics"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 	"github.com/crdplane/crdplane/services/gateway/internal/backendtest"
 )
 
@@ -161,7 +162,7 @@ func TestPanicsBecome500(t *testing.T) {
 // TestRecoverPanicsMidResponse: a handler that panics once its response
 // has started cannot answer 500: the response is cut; the server lives on.
 func TestRecoverPanicsMidResponse(t *testing.T) {
-	srv := httptest.NewServer(recoverPanics(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(httpx.RecoverPanics(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/ok" {
 			_, _ = io.WriteString(w, "fine")
 			return

@@ -20,6 +20,7 @@ import (
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // crdGroup, crdVersion and crdResource address the CRDs themselves, served
@@ -121,7 +122,7 @@ func (a *kubeAPI) resolve(ctx context.Context, group, ver, plural, namespace str
 				}
 				return nil, errResolvingResource()
 			}
-			return nil, errNotFound()
+			return nil, httpx.ErrNotFound()
 		}
 	}
 	if err := checkScope(crd, namespace, scope); err != nil {
@@ -135,10 +136,10 @@ func (a *kubeAPI) resolve(ctx context.Context, group, ver, plural, namespace str
 func checkScope(crd *apiextensionsv1.CustomResourceDefinition, namespace string, scope verbScope) error {
 	namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
 	if !namespaced && namespace != "" {
-		return errNotFound()
+		return httpx.ErrNotFound()
 	}
 	if namespaced && namespace == "" && scope != scopeCollection {
-		return errNotFound()
+		return httpx.ErrNotFound()
 	}
 	return nil
 }
@@ -273,7 +274,7 @@ func newResource(crd *apiextensionsv1.CustomResourceDefinition, ver string) (*re
 		}
 	}
 	if v == nil {
-		return nil, errNotFound()
+		return nil, httpx.ErrNotFound()
 	}
 	if sub, err := apihelpers.GetSubresourcesForVersion(crd, ver); err == nil && sub != nil {
 		r.hasStatus = sub.Status != nil

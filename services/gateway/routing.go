@@ -2,15 +2,12 @@ package gateway
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 
-	"github.com/munnerz/goautoneg"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // kubeRouter routes custom resource requests the way kube-apiserver does
@@ -68,21 +65,21 @@ func (k *kubeRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (k *kubeRouter) refuse(w http.ResponseWriter, r *http.Request, ri requestInfo) {
 	res, err := k.api.resolve(r.Context(), ri.group, ri.version, ri.resource, ri.namespace, scopeObject)
 	if err != nil {
-		writeStatusFor(w, r, kstatus.FromError(err))
+		httpx.WriteError(w, r, err)
 		return
 	}
 	for _, warning := range res.warnings {
-		w.Header().Add("Warning", warningHeader(warning))
+		w.Header().Add("Warning", httpx.WarningHeader(warning))
 	}
 	if err := checkSubresource(res, ri.subresource, ri.name); err != nil {
-		writeStatusFor(w, r, kstatus.FromError(err))
+		httpx.WriteError(w, r, err)
 		return
 	}
 	if ri.name == "" && (ri.verb == "update" || ri.verb == "patch") {
-		writeStatusFor(w, r, kstatus.FromError(apierrors.NewBadRequest("name must be provided")))
+		httpx.WriteStatusFor(w, r, kstatus.FromError(apierrors.NewBadRequest("name must be provided")))
 		return
 	}
-	writeStatusFor(w, r, kstatus.FromError(apierrors.NewMethodNotSupported(res.groupResource(), ri.verb)))
+	httpx.WriteStatusFor(w, r, kstatus.FromError(apierrors.NewMethodNotSupported(res.groupResource(), ri.verb)))
 }
 
 // requestInfo is what upstream's RequestInfoFactory reads of a resource
@@ -155,55 +152,4 @@ func (ri requestInfo) collectionPath() string {
 		return "/apis/" + ri.group + "/" + ri.version + "/namespaces/" + ri.namespace + "/" + ri.resource
 	}
 	return "/apis/" + ri.group + "/" + ri.version + "/" + ri.resource
-}
-
-// writeStatusFor answers r with a Status as kube-apiserver's
-// ErrorNegotiated does: YAML when the first Accept clause it can serve
-// asks for YAML, else JSON.
-func writeStatusFor(w http.ResponseWriter, r *http.Request, s *metav1.Status) {
-	if r == nil || !statusAsYAML(r.Header.Get("Accept")) || isPageNotFound(s) {
-		writeStatus(w, s)
-		return
-	}
-	if s.Code == 0 {
-		s.Code = http.StatusInternalServerError
-	}
-	body, err := yaml.JSONToYAML(statusJSON(s, false))
-	if err != nil {
-		writeStatus(w, s)
-		return
-	}
-	h := w.Header()
-	h.Del("Trailer")
-	h.Del("Transfer-Encoding")
-	h.Del("Content-Length")
-	h.Set("Content-Type", contentTypeYAML)
-	h.Set("X-Content-Type-Options", "nosniff")
-	if s.Details != nil && s.Details.RetryAfterSeconds > 0 {
-		h.Set("Retry-After", strconv.Itoa(int(s.Details.RetryAfterSeconds)))
-	}
-	w.WriteHeader(int(s.Code))
-	_, _ = w.Write(body)
-}
-
-// statusAsYAML reports whether an error answering that Accept is YAML:
-// the first clause of a type kube-apiserver serves custom resources in
-// (JSON, YAML or a wildcard) decides; clauses asking for a transformation
-// (as=Table, ...) do not apply to a Status; none at all is JSON.
-func statusAsYAML(accept string) bool {
-	if strings.TrimSpace(accept) == "" {
-		return false
-	}
-	for _, c := range goautoneg.ParseAccept(accept) {
-		if c.Params["as"] != "" || c.Params["g"] != "" || c.Params["v"] != "" {
-			continue
-		}
-		switch {
-		case c.Type == "application" && c.SubType == "yaml":
-			return true
-		case c.Type == "application" && (c.SubType == "json" || c.SubType == "*"), c.Type == "*" && c.SubType == "*":
-			return false
-		}
-	}
-	return false
 }

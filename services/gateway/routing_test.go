@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 	"sigs.k8s.io/yaml"
 )
 
@@ -136,7 +137,7 @@ func TestRoutingAsUpstream(t *testing.T) {
 			Details map[string]any `json:"details"`
 		}
 		var err error
-		if tt.wantContentType == contentTypeYAML {
+		if tt.wantContentType == httpx.ContentTypeYAML {
 			err = yaml.Unmarshal(data, &st)
 		} else {
 			err = json.Unmarshal(data, &st)
@@ -223,7 +224,7 @@ func TestStatusAsYAML(t *testing.T) {
 		"text/html": false,
 		"application/json;q=0.5, application/yaml": true,
 	} {
-		if got := statusAsYAML(accept); got != want {
+		if got := httpx.StatusAsYAML(accept); got != want {
 			t.Errorf("%q: got %v, want %v", accept, got, want)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/crdplane/crdplane/pkg/patch"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // The scale subresource: an autoscaling/v1 Scale read from and written to
@@ -86,7 +87,7 @@ func encodeScale(s *autoscalingv1.Scale) ([]byte, error) {
 func (r *resource) scalePrinter() *tablePrinter { return newColumnPrinter(scaleColumns(r.scale)) }
 
 // scaleGet answers GET .../scale from the object (JSON at the request version).
-func (a *kubeAPI) scaleGet(r *resource, out outputFormat, rm requestMeta, data []byte) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) scaleGet(r *resource, out httpx.OutputFormat, rm httpx.RequestMeta, data []byte) (*httpbody.HttpBody, error) {
 	obj, err := decodeObject(data)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)

@@ -8,7 +8,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
-	"github.com/crdplane/crdplane/services/validator/schema"
+	"github.com/crdplane/crdplane/pkg/structural"
 )
 
 // schemaCache keeps the compiled structural schema of every CRD version
@@ -22,7 +22,7 @@ type schemaCache struct {
 // compiledSchema is a version's compiled schema and whether it declares
 // any default (reads then default stored objects).
 type compiledSchema struct {
-	s        *schema.Schema
+	s        *structural.Schema
 	defaults bool
 	// props is the version's schema as the CRD declares it (nil: none).
 	props *apiextensionsv1.JSONSchemaProps
@@ -39,7 +39,7 @@ type schemaKey struct {
 }
 
 // get returns the compiled schema of r's CRD at version.
-func (c *schemaCache) get(r *resource, version string) (*schema.Schema, error) {
+func (c *schemaCache) get(r *resource, version string) (*structural.Schema, error) {
 	cs, err := c.compiled(r, version)
 	if err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func (c *schemaCache) compiled(r *resource, version string) (*compiledSchema, er
 	if v != nil {
 		props = v.OpenAPIV3Schema
 	}
-	s, err := schema.Compile(props, schema.WithPreserveUnknownFields(r.crd.Spec.PreserveUnknownFields))
+	s, err := structural.Compile(props, structural.WithPreserveUnknownFields(r.crd.Spec.PreserveUnknownFields))
 	if err != nil {
 		return nil, fmt.Errorf("CRD %s version %s: %w", r.crd.Name, version, err)
 	}
@@ -144,10 +144,10 @@ func (c *schemaCache) readDefaults(r *resource, objs [][]byte) ([][]byte, error)
 		if err != nil {
 			return nil, fmt.Errorf("stored object: %w", err)
 		}
-		if _, err := schema.Normalize(obj, cs.s, true); err != nil {
+		if _, err := structural.Normalize(obj, cs.s, true); err != nil {
 			return nil, err
 		}
-		schema.Default(obj, cs.s)
+		structural.Default(obj, cs.s)
 		if out == nil {
 			out = make([][]byte, len(objs))
 			copy(out, objs)
@@ -171,10 +171,10 @@ func (c *schemaCache) asDecoded(r *resource, obj object) error {
 	if err != nil {
 		return err
 	}
-	if _, err := schema.Normalize(obj, s, true); err != nil {
+	if _, err := structural.Normalize(obj, s, true); err != nil {
 		return err
 	}
-	schema.Default(obj, s)
+	structural.Default(obj, s)
 	return nil
 }
 
@@ -235,7 +235,7 @@ func (p *conversionPruner) apply(obj []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("converted object: %w", err)
 	}
-	if _, err := schema.Normalize(o, p.cs.s, false); err != nil {
+	if _, err := structural.Normalize(o, p.cs.s, false); err != nil {
 		return nil, fmt.Errorf("converted object: %w", err)
 	}
 	return encodeObject(o)

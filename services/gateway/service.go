@@ -23,6 +23,8 @@ import (
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/gateway/discovery"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 	"github.com/crdplane/crdplane/services/gateway/localpki"
 )
 
@@ -61,17 +63,17 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			return nil, fmt.Errorf("gateway: %s address is required", name)
 		}
 	}
-	var fileTokens []tokenEntry
+	var fileTokens []httpx.TokenEntry
 	if cfg.TokenFile != "" {
-		ft, err := readTokenEntries(cfg.TokenFile)
+		ft, err := httpx.ReadTokenEntries(cfg.TokenFile)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
 		fileTokens = ft
 	}
-	ts := newTokenSet(cfg.Tokens, fileTokens...)
+	ts := httpx.NewTokenSet(cfg.Tokens, fileTokens...)
 	log := slog.Default().With("service", "gateway")
-	if ts.empty() {
+	if ts.Empty() {
 		log.Warn("no bearer tokens configured: every request but /version and health checks is refused")
 	}
 	if cfg.MaxRequestBodyBytes > grpcx.MaxRequestMessageSize/3 {
@@ -127,7 +129,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s.crds.OnChange(func(_, _ *crdcache.CRD) { events.notify() })
 	s.api = &kubeAPI{
 		registry:          registry,
-		openapi:           registryv1.NewOpenAPIServiceClient(regConn),
+		discovery:         &discovery.Server{Registry: registry, OpenAPI: registryv1.NewOpenAPIServiceClient(regConn)},
 		storage:           storagev1.NewStorageServiceClient(stoConn),
 		validator:         validatorv1.NewValidatorServiceClient(valConn),
 		converter:         converter,
@@ -149,9 +151,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	watchCtx, stopWatches := context.WithCancel(bg)
 	s.stopWatches = stopWatches
-	s.handler = instrument(&edge{tokens: ts, maxBody: cfg.MaxRequestBodyBytes, requestTimeout: cfg.RequestTimeout, next: mux, stopWatches: watchCtx,
-		inflight: newInflightLimiter(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight),
-		watches:  newWatchLimiter(cfg.MaxWatchesPerClient, cfg.MaxWatches)})
+	s.handler = instrument(&httpx.Edge{Tokens: ts, MaxBody: cfg.MaxRequestBodyBytes, RequestTimeout: cfg.RequestTimeout, Next: mux, StopWatches: watchCtx,
+		Inflight: httpx.NewInflightLimiter(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight),
+		Watches:  httpx.NewWatchLimiter(cfg.MaxWatchesPerClient, cfg.MaxWatches)})
 
 	if cfg.ListenAddr != "" {
 		if s.lis, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
@@ -177,7 +179,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 // tracing and panic recovery (innermost, so that a recovered panic's 500
 // is traced and counted).
 func instrument(h http.Handler) http.Handler {
-	return metrics.InstrumentHTTP("kube-api", otelhttp.NewHandler(recoverPanics(h), "kube-api",
+	return metrics.InstrumentHTTP("kube-api", otelhttp.NewHandler(httpx.RecoverPanics(h), "kube-api",
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path })))
 }
 
@@ -186,16 +188,16 @@ func instrument(h http.Handler) http.Handler {
 // status codes from response metadata, and Kubernetes Status errors.
 func newMux() *runtime.ServeMux {
 	return runtime.NewServeMux(
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, rawMarshaler{}),
-		runtime.WithIncomingHeaderMatcher(incomingHeader),
-		runtime.WithOutgoingHeaderMatcher(outgoingHeader),
-		runtime.WithOutgoingTrailerMatcher(noTrailers),
-		runtime.WithForwardResponseOption(forwardHTTPCode),
-		runtime.WithErrorHandler(errorHandler),
-		runtime.WithRoutingErrorHandler(routingErrorHandler),
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, httpx.RawMarshaler{}),
+		runtime.WithIncomingHeaderMatcher(httpx.IncomingHeader),
+		runtime.WithOutgoingHeaderMatcher(httpx.OutgoingHeader),
+		runtime.WithOutgoingTrailerMatcher(httpx.NoTrailers),
+		runtime.WithForwardResponseOption(httpx.ForwardHTTPCode),
+		runtime.WithErrorHandler(httpx.ErrorHandler),
+		runtime.WithRoutingErrorHandler(httpx.RoutingErrorHandler),
 		runtime.WithDisablePathLengthFallback(),
 		runtime.WithDisableHTTPMethodOverride(),
-		runtime.SetQueryParameterParser(kubeQueryParser{}),
+		runtime.SetQueryParameterParser(httpx.KubeQueryParser{}),
 	)
 }
 

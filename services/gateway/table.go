@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metatable "k8s.io/apimachinery/pkg/api/meta/table"
@@ -255,7 +256,7 @@ func partialObjectMetadata(obj object, gv string) ([]byte, error) {
 		}
 	}
 	b, err := json.Marshal(&metav1.PartialObjectMetadata{
-		TypeMeta:   metav1.TypeMeta{Kind: asPartialObjectMetadata, APIVersion: gv},
+		TypeMeta:   metav1.TypeMeta{Kind: httpx.AsPartialObjectMetadata, APIVersion: gv},
 		ObjectMeta: om,
 	})
 	if err != nil {
@@ -266,18 +267,18 @@ func partialObjectMetadata(obj object, gv string) ([]byte, error) {
 
 // partialObjectMetadataList renders a list page's items as a
 // PartialObjectMetadataList of gv.
-func partialObjectMetadataList(page listPage, gv string) ([]byte, error) {
+func partialObjectMetadataList(page httpx.ListPage, gv string) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(`{"kind":"PartialObjectMetadataList","apiVersion":`)
-	writeJSONString(&b, gv)
+	httpx.WriteJSONString(&b, gv)
 	b.WriteString(`,"metadata":`)
-	lm, err := json.Marshal(page.listMeta())
+	lm, err := json.Marshal(page.ListMeta())
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
 	b.Write(lm)
 	b.WriteString(`,"items":[`)
-	for i, raw := range page.items {
+	for i, raw := range page.Items {
 		obj, err := decodeObject(raw)
 		if err != nil {
 			return nil, apierrors.NewInternalError(fmt.Errorf("decode object: %w", err))
@@ -293,13 +294,4 @@ func partialObjectMetadataList(page listPage, gv string) ([]byte, error) {
 	}
 	b.WriteString("]}")
 	return b.Bytes(), nil
-}
-
-// listMeta is the page's list metadata.
-func (p listPage) listMeta() metav1.ListMeta {
-	lm := metav1.ListMeta{Continue: p.continueToken, RemainingItemCount: p.remaining}
-	if p.resourceVersion > 0 {
-		lm.ResourceVersion = fmt.Sprint(p.resourceVersion)
-	}
-	return lm
 }

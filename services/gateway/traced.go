@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // tracedAPI serves KubeAPIService's unary methods to grpc-gateway directly
@@ -115,7 +116,7 @@ func (s ctxStream) WriteFrame(frame []byte) error {
 	if fw, ok := s.KubeAPIService_WatchServer.(frameWriter); ok {
 		return fw.WriteFrame(frame)
 	}
-	return s.Send(&httpbody.HttpBody{ContentType: contentTypeJSON, Data: frame})
+	return s.Send(&httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: frame})
 }
 
 func (s ctxStream) Flush() error {

@@ -23,10 +23,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 func TestMarshalerDecodesRawBody(t *testing.T) {
-	m := rawMarshaler{}
+	m := httpx.RawMarshaler{}
 	var body *httpbody.HttpBody
 	if err := m.NewDecoder(strings.NewReader(`{"a":1}`)).Decode(&body); err != nil {
 		t.Fatal(err)
@@ -40,7 +41,7 @@ func TestMarshalerDecodesRawBody(t *testing.T) {
 }
 
 func TestMarshalerWritesHttpBodyRaw(t *testing.T) {
-	m := rawMarshaler{}
+	m := httpx.RawMarshaler{}
 	hb := &httpbody.HttpBody{ContentType: "text/plain", Data: []byte("ok")}
 	if got := m.ContentType(hb); got != "text/plain" {
 		t.Fatalf("content type %q", got)
@@ -92,7 +93,7 @@ func TestErrorHandlerWritesStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := httptest.NewRecorder()
-			errorHandler(t.Context(), nil, nil, w, httptest.NewRequest("GET", "/x", nil), tt.err)
+			httpx.ErrorHandler(t.Context(), nil, nil, w, httptest.NewRequest("GET", "/x", nil), tt.err)
 			if w.Code != tt.code || w.Header().Get("Content-Type") != "application/json" {
 				t.Fatalf("got %d %q", w.Code, w.Header().Get("Content-Type"))
 			}
@@ -106,13 +107,13 @@ func TestErrorHandlerWritesStatus(t *testing.T) {
 		})
 	}
 	w := httptest.NewRecorder()
-	routingErrorHandler(t.Context(), nil, nil, w, nil, http.StatusNotFound)
+	httpx.RoutingErrorHandler(t.Context(), nil, nil, w, nil, http.StatusNotFound)
 	if w.Code != http.StatusNotFound || w.Header().Get("Content-Type") != "text/plain; charset=utf-8" || w.Body.String() != "404 page not found\n" {
 		t.Fatalf("routing 404: %d %s %q", w.Code, w.Header().Get("Content-Type"), w.Body.String())
 	}
 	for code, reason := range map[int]metav1.StatusReason{405: metav1.StatusReasonMethodNotAllowed} {
 		w := httptest.NewRecorder()
-		routingErrorHandler(t.Context(), nil, nil, w, nil, code)
+		httpx.RoutingErrorHandler(t.Context(), nil, nil, w, nil, code)
 		var s metav1.Status
 		_ = json.Unmarshal(w.Body.Bytes(), &s)
 		if w.Code != code || s.Reason != reason {
@@ -138,7 +139,7 @@ func TestWatchRewrite(t *testing.T) {
 	}
 	for _, tt := range tests {
 		u, _ := url.Parse(tt.in)
-		out, ok := watchRewrite(u)
+		out, ok := httpx.WatchRewrite(u)
 		got := ""
 		if ok {
 			got = out.RequestURI()
@@ -156,7 +157,7 @@ func TestAuth(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusTeapot)
 	})
-	e := &edge{tokens: newTokenSet([]string{"good", " other "}), maxBody: 10, next: next}
+	e := &httpx.Edge{Tokens: httpx.NewTokenSet([]string{"good", " other "}), MaxBody: 10, Next: next}
 	tests := []struct {
 		path, auth string
 		code       int
@@ -201,7 +202,7 @@ func TestReadTokenFile(t *testing.T) {
 	if err := os.WriteFile(p, []byte("# comment\n\ntok1,admin,1,\"system:masters\"\ntok2,user,2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err := readTokenFile(p)
+	got, err := httpx.ReadTokenFile(p)
 	if err != nil || strings.Join(got, " ") != "tok1 tok2" {
 		t.Fatalf("%v %v", got, err)
 	}
@@ -211,29 +212,29 @@ func TestRenderList(t *testing.T) {
 	rem := int64(3)
 	tests := []struct {
 		name string
-		page listPage
+		page httpx.ListPage
 		want string
 	}{
-		{"empty", listPage{resourceVersion: 7},
+		{"empty", httpx.ListPage{ResourceVersion: 7},
 			`{"apiVersion":"g/v1","items":[],"kind":"WidgetList","metadata":{"continue":"","resourceVersion":"7"}}`},
-		{"page", listPage{items: [][]byte{[]byte(`{"a":1}`), []byte(" {\"b\":2}\n")}, resourceVersion: 9, continueToken: "tok", remaining: &rem},
+		{"page", httpx.ListPage{Items: [][]byte{[]byte(`{"a":1}`), []byte(" {\"b\":2}\n")}, ResourceVersion: 9, ContinueToken: "tok", Remaining: &rem},
 			`{"apiVersion":"g/v1","items":[{"a":1},{"b":2}],"kind":"WidgetList","metadata":{"continue":"tok","remainingItemCount":3,"resourceVersion":"9"}}`},
 	}
 	for _, tt := range tests {
-		if got := string(renderList("g/v1", "WidgetList", tt.page)); got != tt.want {
+		if got := string(httpx.RenderList("g/v1", "WidgetList", tt.page)); got != tt.want {
 			t.Errorf("%s:\n got %s\nwant %s", tt.name, got, tt.want)
 		}
 	}
 }
 
 func TestWatchFrames(t *testing.T) {
-	if got := string(watchFrame("ADDED", []byte(`{"kind":"W"}`))); got != `{"type":"ADDED","object":{"kind":"W"}}`+"\n" {
+	if got := string(httpx.WatchFrame("ADDED", []byte(`{"kind":"W"}`))); got != `{"type":"ADDED","object":{"kind":"W"}}`+"\n" {
 		t.Errorf("frame %q", got)
 	}
-	if got := string(bookmarkObject("g/v1", "W", 12, false)); got != `{"apiVersion":"g/v1","kind":"W","metadata":{"resourceVersion":"12"}}` {
+	if got := string(httpx.BookmarkObject("g/v1", "W", 12, false)); got != `{"apiVersion":"g/v1","kind":"W","metadata":{"resourceVersion":"12"}}` {
 		t.Errorf("bookmark %s", got)
 	}
-	if got := string(bookmarkObject("g/v1", "W", 12, true)); !strings.Contains(got, `"annotations":{"k8s.io/initial-events-end":"true"}`) {
+	if got := string(httpx.BookmarkObject("g/v1", "W", 12, true)); !strings.Contains(got, `"annotations":{"k8s.io/initial-events-end":"true"}`) {
 		t.Errorf("initial-events-end bookmark %s", got)
 	}
 }
@@ -259,7 +260,7 @@ func TestNewInvalidMatchesUpstream(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			want := apierrors.NewInvalid(gk, "x", tt.errs).ErrStatus
-			got := newInvalid(gk, "x", causesFromFieldErrors(tt.errs)).ErrStatus
+			got := httpx.NewInvalid(gk, "x", httpx.CausesFromFieldErrors(tt.errs)).ErrStatus
 			if got.Message != want.Message || got.Code != want.Code || got.Reason != want.Reason {
 				t.Fatalf("got %d %s %q\nwant %d %s %q", got.Code, got.Reason, got.Message, want.Code, want.Reason, want.Message)
 			}
@@ -286,7 +287,7 @@ func TestNewInvalidRendersValuesAsV133(t *testing.T) {
 		{field.Invalid(nil, nil, "no value"),
 			`CronTab.stable.example.com "x" is invalid: <nil>: Invalid value: "null": no value`},
 	} {
-		if got := newInvalid(gk, "x", causesFromFieldErrors(field.ErrorList{tc.err})).ErrStatus.Message; got != tc.want {
+		if got := httpx.NewInvalid(gk, "x", httpx.CausesFromFieldErrors(field.ErrorList{tc.err})).ErrStatus.Message; got != tc.want {
 			t.Errorf("got  %s\nwant %s", got, tc.want)
 		}
 	}
@@ -335,22 +336,22 @@ func TestNegotiateOutput(t *testing.T) {
 		{accept: "", ua: "kubectl/v1.33.0 (linux/amd64)"},
 	}
 	for _, tt := range tests {
-		got, err := negotiateOutput(requestMeta{accept: tt.accept, userAgent: tt.ua}, false)
+		got, err := httpx.NegotiateOutput(httpx.RequestMeta{Accept: tt.accept, UserAgent: tt.ua}, false)
 		if tt.notAccept {
 			if s := kstatus.FromError(err); s == nil || s.Code != http.StatusNotAcceptable || s.Message != "only the following media types are accepted: application/json, application/yaml" {
 				t.Errorf("%q: want 406, got %v", tt.accept, err)
 			}
 			continue
 		}
-		if err != nil || got.yaml != tt.yaml || got.as != tt.as || got.asGV != tt.gv || got.pretty != tt.pretty {
+		if err != nil || got.YAML != tt.yaml || got.As != tt.as || got.AsGV != tt.gv || got.Pretty != tt.pretty {
 			t.Errorf("%q %q: got %+v %v", tt.accept, tt.ua, got, err)
 		}
 	}
-	body, ct := outputFormat{pretty: true}.encode([]byte(`{"a":{"b":1}}`))
+	body, ct := httpx.OutputFormat{Pretty: true}.Encode([]byte(`{"a":{"b":1}}`))
 	if ct != "application/json" || string(body) != "{\n  \"a\": {\n    \"b\": 1\n  }\n}\n" {
 		t.Errorf("pretty: %q", body)
 	}
-	body, ct = outputFormat{yaml: true}.encode([]byte(`{"a":1}`))
+	body, ct = httpx.OutputFormat{YAML: true}.Encode([]byte(`{"a":1}`))
 	if ct != "application/yaml" || string(body) != "a: 1\n" {
 		t.Errorf("yaml: %q %s", body, ct)
 	}
@@ -366,7 +367,7 @@ func TestDeprecationWarning(t *testing.T) {
 	if got, want := deprecationWarning("v1alpha1", spec), "g/v1alpha1 W is deprecated; use g/v1 W"; got != want {
 		t.Fatalf("got %q want %q", got, want)
 	}
-	if got := warningHeader(`say "hi"`); got != `299 - "say \"hi\""` {
+	if got := httpx.WarningHeader(`say "hi"`); got != `299 - "say \"hi\""` {
 		t.Fatalf("warning header %q", got)
 	}
 }

@@ -15,8 +15,10 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/crdplane/crdplane/pkg/metrics"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // backendEvent is one event of a storage or registry watch.
@@ -52,26 +54,26 @@ type watchPlan struct {
 // watchTransform is the per-event transformation a watch's negotiated
 // format asks for (nil: none). A Table watch sends the column
 // definitions with its first event only, as upstream.
-func watchTransform(out outputFormat, rm requestMeta, printer func() *tablePrinter) (func([]byte) ([]byte, error), error) {
-	switch out.as {
-	case asTable:
-		opts, err := tableOptions(rm.query())
+func watchTransform(out httpx.OutputFormat, rm httpx.RequestMeta, printer func() *tablePrinter) (func([]byte) ([]byte, error), error) {
+	switch out.As {
+	case httpx.AsTable:
+		opts, err := tableOptions(rm.Query())
 		if err != nil {
 			return nil, err
 		}
-		tw := &tableWriter{printer: printer(), opts: opts, gv: out.asGV}
+		tw := &tableWriter{printer: printer(), opts: opts, gv: out.AsGV}
 		return func(obj []byte) ([]byte, error) {
 			doc, err := tw.table([][]byte{obj}, metav1.ListMeta{ResourceVersion: objectResourceVersion(obj)})
 			tw.noHeaders = true
 			return doc, err
 		}, nil
-	case asPartialObjectMetadata:
+	case httpx.AsPartialObjectMetadata:
 		return func(obj []byte) ([]byte, error) {
 			o, err := decodeObject(obj)
 			if err != nil {
 				return nil, apierrors.NewInternalError(err)
 			}
-			return partialObjectMetadata(o, out.asGV)
+			return partialObjectMetadata(o, out.AsGV)
 		}, nil
 	}
 	// PartialObjectMetadataList of single objects fails upstream, which
@@ -81,12 +83,12 @@ func watchTransform(out outputFormat, rm requestMeta, printer func() *tablePrint
 
 // watchOutput negotiates a watch's encoding: JSON frames, possibly of
 // transformed objects; YAML has no streaming form (406).
-func watchOutput(rm requestMeta) (outputFormat, error) {
-	out, err := negotiateOutput(rm, false)
-	if err == nil && out.yaml {
+func watchOutput(rm httpx.RequestMeta) (httpx.OutputFormat, error) {
+	out, err := httpx.NegotiateOutput(rm, false)
+	if err == nil && out.YAML {
 		err = &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
-			Message: "only the following media types are accepted: " + contentTypeJSON,
+			Message: "only the following media types are accepted: " + httpx.ContentTypeJSON,
 		}}
 	}
 	return out, err
@@ -122,7 +124,7 @@ func planWatch(opts *metainternalversion.ListOptions, rv int64, minTimeout time.
 // passes, the client goes away or the backend closes the stream; a backend
 // error becomes a final ERROR event carrying its Status (e.g. 410 Expired).
 func serveWatch(ctx context.Context, out gatewayv1.KubeAPIService_WatchServer, p watchPlan, recv func() (backendEvent, error)) error {
-	if err := out.Send(&httpbody.HttpBody{ContentType: contentTypeJSON}); err != nil {
+	if err := out.Send(&httpbody.HttpBody{ContentType: httpx.ContentTypeJSON}); err != nil {
 		return nil
 	}
 	// The backend is read ahead so that a frame is flushed only when no
@@ -153,16 +155,16 @@ func serveWatch(ctx context.Context, out gatewayv1.KubeAPIService_WatchServer, p
 			unflushed = true
 			return fw.WriteFrame(frame)
 		}
-		return out.Send(&httpbody.HttpBody{ContentType: contentTypeJSON, Data: frame})
+		return out.Send(&httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: frame})
 	}
 	sendError := func(err error) {
 		if buffered {
-			if fw.WriteFrame(watchErrorFrame(err)) == nil {
+			if fw.WriteFrame(httpx.WatchErrorFrame(err)) == nil {
 				_ = fw.Flush()
 			}
 			return
 		}
-		_ = out.Send(&httpbody.HttpBody{ContentType: contentTypeJSON, Data: watchErrorFrame(err)})
+		_ = out.Send(&httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: httpx.WatchErrorFrame(err)})
 	}
 	inInitial := p.initialEvents
 	for {
@@ -199,13 +201,13 @@ func serveWatch(ctx context.Context, out gatewayv1.KubeAPIService_WatchServer, p
 				if !p.watchList {
 					continue
 				}
-				frame, err = p.frame(eventBookmark, bookmarkObject(p.apiVersion, p.kind, ev.GetResourceVersion(), true))
+				frame, err = p.frame(httpx.EventBookmark, httpx.BookmarkObject(p.apiVersion, p.kind, ev.GetResourceVersion(), true))
 				break
 			}
 			if !p.allowBookmarks {
 				continue
 			}
-			frame, err = p.frame(eventBookmark, bookmarkObject(p.apiVersion, p.kind, ev.GetResourceVersion(), false))
+			frame, err = p.frame(httpx.EventBookmark, httpx.BookmarkObject(p.apiVersion, p.kind, ev.GetResourceVersion(), false))
 		case commonv1.EventType_EVENT_TYPE_ADDED, commonv1.EventType_EVENT_TYPE_MODIFIED, commonv1.EventType_EVENT_TYPE_DELETED:
 			obj := ev.GetObject()
 			if p.convert != nil {
@@ -246,21 +248,21 @@ func (p *watchPlan) frame(eventType string, obj []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return watchFrame(eventType, obj), nil
+	return httpx.WatchFrame(eventType, obj), nil
 }
 
 func eventTypeName(t commonv1.EventType) string {
 	switch t {
 	case commonv1.EventType_EVENT_TYPE_ADDED:
-		return eventAdded
+		return httpx.EventAdded
 	case commonv1.EventType_EVENT_TYPE_MODIFIED:
-		return eventModified
+		return httpx.EventModified
 	case commonv1.EventType_EVENT_TYPE_DELETED:
-		return eventDeleted
+		return httpx.EventDeleted
 	case commonv1.EventType_EVENT_TYPE_BOOKMARK:
-		return eventBookmark
+		return httpx.EventBookmark
 	}
-	return eventError
+	return httpx.EventError
 }
 
 // isStreamEnd reports errors that only mean the watch context ended. A
@@ -281,4 +283,17 @@ func isStreamEnd(err error) bool {
 		return true
 	}
 	return false
+}
+
+// recoverRecv calls recv, a watch's reader of backend events, which runs
+// in a goroutine of its own: a panic there would end the process. It ends
+// the watch with an ERROR event (a 500 Status) instead.
+func recoverRecv(recv func() (backendEvent, error)) (ev backendEvent, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			metrics.RecordPanic("gateway", v, "in", "watch")
+			ev, err = nil, apierrors.NewInternalError(errors.New(httpx.PanicMessage))
+		}
+	}()
+	return recv()
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // Watches are served straight from HTTP: the request becomes a
@@ -67,16 +68,16 @@ func serveHTTPWatch(api tracedAPI, w http.ResponseWriter, r *http.Request, param
 		Group: params["group"], Version: params["version"], Namespace: params["namespace"], Resource: params["resource"],
 	}
 	if err := runtime.PopulateQueryParameters(req, r.URL.Query(), watchQueryFilter); err != nil {
-		writeStatus(w, kstatus.FromError(apierrors.NewBadRequest(err.Error())))
+		httpx.WriteStatus(w, kstatus.FromError(apierrors.NewBadRequest(err.Error())))
 		return
 	}
 	md := metadata.MD{}
 	for k, vs := range r.Header {
-		if key, ok := incomingHeader(k); ok {
+		if key, ok := httpx.IncomingHeader(k); ok {
 			md.Append(key, vs...)
 		}
 	}
-	md.Set(mdHost, r.Host)
+	md.Set(httpx.MDHost, r.Host)
 	s := &httpWatchStream{w: w, rc: http.NewResponseController(w)}
 	ctx := metadata.NewIncomingContext(r.Context(), md)
 	if name := params["name"]; name != "" {
@@ -87,10 +88,10 @@ func serveHTTPWatch(api tracedAPI, w http.ResponseWriter, r *http.Request, param
 	switch {
 	case err == nil || r.Context().Err() != nil:
 	case !s.started:
-		s.writeHeader(contentTypeJSON, kstatus.FromError(err).Code)
-		_, _ = w.Write(statusJSON(kstatus.FromError(err), false))
+		s.writeHeader(httpx.ContentTypeJSON, kstatus.FromError(err).Code)
+		_, _ = w.Write(httpx.StatusJSON(kstatus.FromError(err), false))
 	default:
-		_, _ = w.Write(watchErrorFrame(err))
+		_, _ = w.Write(httpx.WatchErrorFrame(err))
 	}
 }
 
@@ -138,14 +139,14 @@ func (s *httpWatchStream) RecvMsg(any) error { return errors.New("watch: no mess
 func (s *httpWatchStream) Send(b *httpbody.HttpBody) error {
 	if !s.started {
 		code := http.StatusOK
-		if v := s.header.Get(mdHTTPCode); len(v) > 0 {
+		if v := s.header.Get(httpx.MDHTTPCode); len(v) > 0 {
 			if c, err := strconv.Atoi(v[0]); err == nil && c >= 100 && c <= 599 {
 				code = c
 			}
 		}
 		ct := b.GetContentType()
 		if ct == "" {
-			ct = contentTypeJSON
+			ct = httpx.ContentTypeJSON
 		}
 		s.writeHeader(ct, int32(code))
 	}
@@ -161,7 +162,7 @@ func (s *httpWatchStream) Send(b *httpbody.HttpBody) error {
 // with the first, empty message).
 func (s *httpWatchStream) WriteFrame(frame []byte) error {
 	if !s.started {
-		if err := s.Send(&httpbody.HttpBody{ContentType: contentTypeJSON}); err != nil {
+		if err := s.Send(&httpbody.HttpBody{ContentType: httpx.ContentTypeJSON}); err != nil {
 			return err
 		}
 	}
@@ -175,11 +176,11 @@ func (s *httpWatchStream) Flush() error { return s.rc.Flush() }
 func (s *httpWatchStream) writeHeader(contentType string, code int32) {
 	s.started = true
 	h := s.w.Header()
-	for _, v := range s.header.Get(mdWarning) {
+	for _, v := range s.header.Get(httpx.MDWarning) {
 		h.Add("Warning", v)
 	}
 	h.Set("Content-Type", contentType)
-	if !strings.HasPrefix(contentType, contentTypeJSON) || code != http.StatusOK {
+	if !strings.HasPrefix(contentType, httpx.ContentTypeJSON) || code != http.StatusOK {
 		h.Set("X-Content-Type-Options", "nosniff")
 	}
 	if code == 0 {

@@ -23,6 +23,7 @@ import (
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // maxPatchRetries bounds the re-reads of a patch that lost a race with
@@ -33,41 +34,32 @@ func isDryRun(dryRun []string) bool { return len(dryRun) > 0 }
 
 // Create serves POST on a collection.
 func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*httpbody.HttpBody, error) {
-	rm := requestMetaFrom(ctx)
-	out, err := writeOutput(rm, req.GetPretty())
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.WriteOutput(rm, req.GetPretty())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	opts := &metav1.CreateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
 	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
-		return reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
+		return httpx.Reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
 	}
-	body, err := requestBodyJSON(rm.contentType, req.GetBody().GetData())
-	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
-	convErr, err := customResourceBodyError(err, crds)
+	body, err := httpx.DecodeBody(rm.ContentType, req.GetBody().GetData())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
+	}
+	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
+	if crds && body.ConvErr != nil {
+		return httpx.Reply(nil, body.YAMLError())
 	}
 	// A YAML body can grow in its conversion: what admission would see is
 	// bounded as a patch result is.
-	if err := objsize.Check(len(body)); err != nil {
-		return reply(nil, err)
+	if err := objsize.Check(len(body.JSON)); err != nil {
+		return httpx.Reply(nil, err)
 	}
 	if crds {
-		return reply(a.crdCreate(ctx, req, opts, body, out))
+		return httpx.Reply(a.crdCreate(ctx, req, opts, body.JSON, out))
 	}
-	return reply(a.crCreate(ctx, req, opts, body, convErr, out))
-}
-
-// customResourceBodyError splits requestBodyJSON's error: a custom
-// resource's YAML that does not convert is its decoder's to report (after
-// the resource resolved, worded as upstream's decoder: convErr), anything
-// else is answered at once (err).
-func customResourceBodyError(bodyErr error, crds bool) (convErr, err error) {
-	if crds {
-		return nil, bodyErr
-	}
-	return splitYAMLError(bodyErr)
+	return httpx.Reply(a.crCreate(ctx, req, opts, body, out))
 }
 
 // errCreateWhileTerminating is upstream's answer (its CRD handler's, before
@@ -79,21 +71,21 @@ func errCreateWhileTerminating(r *resource) error {
 	return err
 }
 
-func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body []byte, convErr error, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body httpx.Body, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	ns := req.GetNamespace()
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
 	if err != nil {
 		return nil, err
 	}
-	addWarnings(ctx, r.warnings...)
+	httpx.AddWarnings(ctx, r.warnings...)
 	if r.terminating {
 		return nil, errCreateWhileTerminating(r)
 	}
-	obj, err := decodeCustomResource(r, req.GetBody().GetData(), body, convErr, decodesStrictly(opts.FieldValidation))
+	obj, err := decodeCustomResource(r, body, decodesStrictly(opts.FieldValidation))
 	if err != nil {
 		return nil, err
 	}
-	strictErrs := bodyStrictErrors(requestMetaFrom(ctx).contentType, req.GetBody().GetData(), body, opts.FieldValidation)
+	strictErrs := body.StrictErrors(opts.FieldValidation)
 	if err := objmeta.CheckNameAndNamespace(obj, ns, "", r.namespaced); err != nil {
 		return nil, err
 	}
@@ -149,39 +141,41 @@ func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, op
 	if result, err = a.readObject(ctx, r, result); err != nil {
 		return nil, err
 	}
-	setHTTPCode(ctx, http.StatusCreated)
-	return out.body(result), nil
+	httpx.SetHTTPCode(ctx, http.StatusCreated)
+	return out.Body(result), nil
 }
 
 // Update serves PUT on an object or its status.
 func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*httpbody.HttpBody, error) {
-	rm := requestMetaFrom(ctx)
-	out, err := writeOutput(rm, req.GetPretty())
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.WriteOutput(rm, req.GetPretty())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
 	opts := &metav1.UpdateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
 	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
-		return reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
+		return httpx.Reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
 	}
-	body, err := requestBodyJSON(rm.contentType, req.GetBody().GetData())
-	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
-	convErr, err := customResourceBodyError(err, crds)
+	body, err := httpx.DecodeBody(rm.ContentType, req.GetBody().GetData())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
+	}
+	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
+	if crds && body.ConvErr != nil {
+		return httpx.Reply(nil, body.YAMLError())
 	}
 	// A YAML body can grow in its conversion: what admission would see is
 	// bounded as a patch result is.
-	if err := objsize.Check(len(body)); err != nil {
-		return reply(nil, err)
+	if err := objsize.Check(len(body.JSON)); err != nil {
+		return httpx.Reply(nil, err)
 	}
 	if crds {
-		return reply(a.crdUpdate(ctx, req, opts, body, out))
+		return httpx.Reply(a.crdUpdate(ctx, req, opts, body.JSON, out))
 	}
-	return reply(a.crUpdate(ctx, req, opts, body, convErr, out))
+	return httpx.Reply(a.crUpdate(ctx, req, opts, body, out))
 }
 
-func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body []byte, convErr error, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body httpx.Body, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	ns, name, sub := req.GetNamespace(), req.GetName(), req.GetSubresource()
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
 	if err != nil {
@@ -190,21 +184,21 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 	if err := checkSubresource(r, sub, name); err != nil {
 		return nil, err
 	}
-	addWarnings(ctx, r.warnings...)
+	httpx.AddWarnings(ctx, r.warnings...)
 	if sub == "scale" {
-		doc, err := a.scaleUpdate(ctx, r, ns, name, body, convErr, updateParams{
+		doc, err := a.scaleUpdate(ctx, r, ns, name, body.JSON, body.ConvErr, updateParams{
 			name: name, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
 		})
 		if err != nil {
 			return nil, err
 		}
-		return out.body(doc), nil
+		return out.Body(doc), nil
 	}
-	obj, err := decodeCustomResource(r, req.GetBody().GetData(), body, convErr, decodesStrictly(opts.FieldValidation))
+	obj, err := decodeCustomResource(r, body, decodesStrictly(opts.FieldValidation))
 	if err != nil {
 		return nil, err
 	}
-	strictErrs := bodyStrictErrors(requestMetaFrom(ctx).contentType, req.GetBody().GetData(), body, opts.FieldValidation)
+	strictErrs := body.StrictErrors(opts.FieldValidation)
 	if err := checkNameAndNamespace(obj, ns, name, r.namespaced); err != nil {
 		return nil, err
 	}
@@ -231,7 +225,7 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 		// AllowUnconditionalUpdate is false for them).
 		// The value is the store's uint64 resourceVersion, which v1.33
 		// renders with %#v: "Invalid value: 0x0".
-		return nil, newInvalid(schema.GroupKind{Group: r.group, Kind: r.plural}, name, causesFromFieldErrors(field.ErrorList{
+		return nil, httpx.NewInvalid(schema.GroupKind{Group: r.group, Kind: r.plural}, name, httpx.CausesFromFieldErrors(field.ErrorList{
 			field.Invalid(field.NewPath("metadata", "resourceVersion"), uint64(0), "must be specified for an update"),
 		}))
 	}
@@ -248,7 +242,7 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 	if err != nil {
 		return nil, err
 	}
-	return out.body(result), nil
+	return out.Body(result), nil
 }
 
 // upstreamEtcdPrefix is the etcd prefix of the upstream server crdplane
@@ -318,7 +312,7 @@ type updateParams struct {
 	dryRun          bool
 	fieldValidation string
 	// strictErrors are the body's strict decoding errors (see
-	// bodyStrictErrors).
+	// httpx.Body.StrictErrors).
 	strictErrors []string
 }
 
@@ -547,18 +541,18 @@ func finalizers(obj object) []any {
 // Patch serves PATCH on an object or its status: JSON merge patch and JSON
 // patch; strategic merge and apply patches are 415 for custom resources.
 func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpbody.HttpBody, error) {
-	rm := requestMetaFrom(ctx)
-	out, err := writeOutput(rm, req.GetPretty())
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.WriteOutput(rm, req.GetPretty())
 	if err != nil {
-		return reply(nil, err)
+		return httpx.Reply(nil, err)
 	}
-	pt := patch.Type(rm.contentType)
+	pt := patch.Type(rm.ContentType)
 	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
 	if !crds && !patch.Supported(pt) {
-		return reply(nil, patch.UnsupportedError(pt))
+		return httpx.Reply(nil, patch.UnsupportedError(pt))
 	}
 	if crds && !crdPatchType(pt) {
-		return reply(nil, errCRDUnsupportedMediaType())
+		return httpx.Reply(nil, errCRDUnsupportedMediaType())
 	}
 	opts := &metav1.PatchOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
 	if req.GetForce() {
@@ -566,15 +560,15 @@ func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*http
 		opts.Force = &force
 	}
 	if errs := metav1validation.ValidatePatchOptions(opts, types.PatchType(pt)); len(errs) > 0 {
-		return reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
+		return httpx.Reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
 	}
 	if crds {
-		return reply(a.crdPatch(ctx, req, opts, pt, out))
+		return httpx.Reply(a.crdPatch(ctx, req, opts, pt, out))
 	}
-	return reply(a.crPatch(ctx, req, opts, pt, out))
+	return httpx.Reply(a.crPatch(ctx, req, opts, pt, out))
 }
 
-func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions, pt string, out outputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions, pt string, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	ns, name, sub := req.GetNamespace(), req.GetName(), req.GetSubresource()
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
 	if err != nil {
@@ -583,7 +577,7 @@ func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts
 	if err := checkSubresource(r, sub, name); err != nil {
 		return nil, err
 	}
-	addWarnings(ctx, r.warnings...)
+	httpx.AddWarnings(ctx, r.warnings...)
 	if sub == "scale" {
 		doc, err := a.scalePatch(ctx, r, ns, name, pt, req.GetBody().GetData(), updateParams{
 			name: name, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
@@ -591,7 +585,7 @@ func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts
 		if err != nil {
 			return nil, err
 		}
-		return out.body(doc), nil
+		return out.Body(doc), nil
 	}
 	var strictErrs []error
 	for attempt := 0; ; attempt++ {
@@ -660,7 +654,7 @@ func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts
 		if err != nil {
 			return nil, err
 		}
-		return out.body(result), nil
+		return out.Body(result), nil
 	}
 }
 

@@ -450,9 +450,10 @@ func checkSubresource(sub string) error {
 	return notFoundResource()
 }
 
-// notFoundResource is upstream's 404 for a path it does not serve.
+// notFoundResource is upstream's 404 for a path it does not serve, marked
+// as such (the gateway answers it as net/http's "404 page not found").
 func notFoundResource() error {
-	return apierrors.NewGenericServerResponse(http.StatusNotFound, "get", schema.GroupResource{}, "", "", 0, false)
+	return kstatus.NewPageNotFound("the server could not find the requested resource")
 }
 
 // checkName makes the object's name agree with the request's.

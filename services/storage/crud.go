@@ -51,7 +51,8 @@ func (s *Service) create(ctx context.Context, key string, object []byte) ([]byte
 	return out, rev, nil
 }
 
-// Get reads one object; NotFound when absent; a corrupt object is
+// Get reads one object (with min_resource_version, as of a revision not
+// older than it: waitRevision); NotFound when absent; a corrupt object is
 // upstream's plain 500 with its decoder's error (corruptGetError).
 func (s *Service) Get(ctx context.Context, req *storagev1.GetRequest) (*storagev1.GetResponse, error) {
 	k, err := parseKey(req.GetKey())
@@ -61,6 +62,16 @@ func (s *Service) Get(ctx context.Context, req *storagev1.GetRequest) (*storagev
 	resp, err := s.client.Get(ctx, k.raw)
 	if err != nil {
 		return nil, kstatus.ToGRPC(etcdErr(ctx, err))
+	}
+	if min := req.GetMinResourceVersion(); min > 0 && resp.Header.Revision < clampRevision(min) {
+		// "Not older than" a revision etcd has not reached: wait for it,
+		// then read again.
+		if _, err := s.waitRevision(ctx, min); err != nil {
+			return nil, kstatus.ToGRPC(err)
+		}
+		if resp, err = s.client.Get(ctx, k.raw); err != nil {
+			return nil, kstatus.ToGRPC(etcdErr(ctx, err))
+		}
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, kstatus.ToGRPC(errNotFound(k))

@@ -50,7 +50,7 @@ func errTooOld(asked, oldest int64) error {
 // errTooLarge is upstream's answer to a revision the store has not reached
 // (k8s.io/apiserver/pkg/storage NewTooLargeResourceVersionError, with its
 // watch cache's retry after 1s).
-func errTooLarge(asked, current int64) error {
+func errTooLarge(asked uint64, current int64) error {
 	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", asked, current), 1)
 	err.ErrStatus.Details.Causes = []metav1.StatusCause{{
 		Type:    metav1.CauseTypeResourceVersionTooLarge,

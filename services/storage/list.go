@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -32,6 +33,16 @@ func (s *Service) List(ctx context.Context, req *storagev1.ListRequest) (*storag
 	res, err := s.list(ctx, req.GetPrefix(), req.GetOptions())
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
+	}
+	if min := req.GetMinResourceVersion(); min > 0 && res.rev < clampRevision(min) {
+		// "Not older than" a revision etcd has not reached: wait for it,
+		// then read again.
+		if _, err := s.waitRevision(ctx, min); err != nil {
+			return nil, kstatus.ToGRPC(err)
+		}
+		if res, err = s.list(ctx, req.GetPrefix(), req.GetOptions()); err != nil {
+			return nil, kstatus.ToGRPC(err)
+		}
 	}
 	out := &storagev1.ListResponse{
 		Objects:            make([][]byte, len(res.kvs)),
@@ -197,10 +208,14 @@ func (s *Service) readErr(ctx context.Context, err error, rev int64, continuing 
 const revisionWait = 3 * time.Second
 
 // waitRevision waits (at most revisionWait) until etcd has reached
-// revision rev and returns the current revision; upstream's 504 "Too large
-// resource version" (retry after 1s, as its watch cache answers) when it
-// does not.
-func (s *Service) waitRevision(ctx context.Context, rev int64) (int64, error) {
+// revision asked (a resourceVersion: any uint64, one past the largest etcd
+// revision waits for that revision) and returns the current revision;
+// upstream's 504 "Too large resource version" (retry after 1s, as its
+// watch cache answers) when it does not. Reads "not older than" a
+// revision (Get, List with min_resource_version) and watches with initial
+// events wait here; a watch from a revision still to come waits in etcd.
+func (s *Service) waitRevision(ctx context.Context, asked uint64) (int64, error) {
+	rev := clampRevision(asked)
 	deadline := time.Now().Add(revisionWait)
 	pause := 10 * time.Millisecond
 	for {
@@ -214,7 +229,7 @@ func (s *Service) waitRevision(ctx context.Context, rev int64) (int64, error) {
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return current, errTooLarge(rev, current)
+			return current, errTooLarge(asked, current)
 		}
 		select {
 		case <-ctx.Done():
@@ -223,6 +238,15 @@ func (s *Service) waitRevision(ctx context.Context, rev int64) (int64, error) {
 		}
 		pause = min(2*pause, 200*time.Millisecond)
 	}
+}
+
+// clampRevision is resourceVersion rv as an etcd revision: past the largest
+// (MaxInt64), that revision.
+func clampRevision(rv uint64) int64 {
+	if rv > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(rv)
 }
 
 // compactRevision finds etcd's compaction revision: a watch from revision 1

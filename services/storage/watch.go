@@ -58,7 +58,7 @@ func (s *Service) watch(ctx context.Context, req *storagev1.WatchRequest, send s
 		if rev > 0 {
 			// Initial events as of a revision not reached yet: wait for it
 			// as upstream's watch cache does (3s), then 504.
-			if _, err := s.waitRevision(ctx, rev); err != nil {
+			if _, err := s.waitRevision(ctx, uint64(rev)); err != nil {
 				return err
 			}
 		}

@@ -19,12 +19,12 @@ import (
 	"github.com/crdplane/crdplane/pkg/fieldmanager"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
+	"github.com/crdplane/crdplane/pkg/structural"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
 	"github.com/crdplane/crdplane/services/validator/celrules"
 	"github.com/crdplane/crdplane/services/validator/internal/jsondec"
 	"github.com/crdplane/crdplane/services/validator/internal/jsonenc"
-	"github.com/crdplane/crdplane/services/validator/schema"
 )
 
 // Admit prunes, defaults and validates one custom resource. Field errors
@@ -206,7 +206,7 @@ type admission struct {
 	old   map[string]any
 	// corr correlates the object with the old one on update, shared by
 	// schema and CEL ratcheting (as upstream's CorrelatedObject).
-	corr     *schema.Correlation
+	corr     *structural.Correlation
 	warnings []string
 }
 
@@ -241,7 +241,7 @@ func (a *admission) decode(raw []byte, stored bool) (map[string]any, []string, e
 	if !ok {
 		return nil, nil, apierrors.NewBadRequest(a.cannotHandle(fmt.Errorf("expected a JSON object, got %s", jsonKind(v))))
 	}
-	unknown, err := schema.Normalize(obj, a.cv.schema, stored)
+	unknown, err := structural.Normalize(obj, a.cv.schema, stored)
 	if err != nil {
 		return nil, nil, apierrors.NewBadRequest(a.cannotHandle(err))
 	}
@@ -254,7 +254,7 @@ func (a *admission) decode(raw []byte, stored bool) (map[string]any, []string, e
 			}
 		}
 	}
-	schema.Default(obj, a.cv.schema)
+	structural.Default(obj, a.cv.schema)
 	return obj, unknown, nil
 }
 
@@ -269,7 +269,7 @@ func (a *admission) unknownFields(raw []byte) ([]string, error) {
 	if !ok {
 		return nil, apierrors.NewBadRequest(a.cannotHandle(fmt.Errorf("expected a JSON object, got %s", jsonKind(v))))
 	}
-	unknown, err := schema.Normalize(obj, a.cv.schema, false)
+	unknown, err := structural.Normalize(obj, a.cv.schema, false)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(a.cannotHandle(err))
 	}
@@ -308,29 +308,29 @@ func jsonKind(v any) string {
 func (a *admission) validate(ctx context.Context, obj map[string]any) field.ErrorList {
 	cv := a.cv
 	if a.update {
-		a.corr = schema.NewCorrelation(obj, a.old, cv.schema)
+		a.corr = structural.NewCorrelation(obj, a.old, cv.schema)
 	}
 	var errs field.ErrorList
 	switch {
 	case a.status:
 		errs = append(errs, a.validateObjectMeta(obj)...)
 		if st, ok := obj["status"]; ok && cv.status != nil {
-			errs = append(errs, schema.ValidateSchema(field.NewPath("status"), st, cv.status, schema.WithCorrelation(a.corr.Key("status")))...)
+			errs = append(errs, structural.ValidateSchema(field.NewPath("status"), st, cv.status, structural.WithCorrelation(a.corr.Key("status")))...)
 		}
 		errs = append(errs, validateScaleStatus(obj, cv)...)
-		if listErrs := schema.ValidateListTypes(nil, obj, cv.schema); len(listErrs) > 0 && len(schema.ValidateListTypes(nil, a.old, cv.schema)) == 0 {
+		if listErrs := structural.ValidateListTypes(nil, obj, cv.schema); len(listErrs) > 0 && len(structural.ValidateListTypes(nil, a.old, cv.schema)) == 0 {
 			errs = append(errs, listErrs...)
 		}
 	case a.update:
-		errs = append(errs, a.validateResource(ctx, obj, schema.WithCorrelation(a.corr))...)
-		errs = append(errs, schema.ValidateEmbeddedResources(nil, obj, cv.schema)...)
-		if len(schema.ValidateListTypes(nil, a.old, cv.schema)) == 0 {
-			errs = append(errs, schema.ValidateListTypes(nil, obj, cv.schema)...)
+		errs = append(errs, a.validateResource(ctx, obj, structural.WithCorrelation(a.corr))...)
+		errs = append(errs, structural.ValidateEmbeddedResources(nil, obj, cv.schema)...)
+		if len(structural.ValidateListTypes(nil, a.old, cv.schema)) == 0 {
+			errs = append(errs, structural.ValidateListTypes(nil, obj, cv.schema)...)
 		}
 	default:
 		errs = append(errs, a.validateResource(ctx, obj)...)
-		errs = append(errs, schema.ValidateEmbeddedResources(nil, obj, cv.schema)...)
-		errs = append(errs, schema.ValidateListTypes(nil, obj, cv.schema)...)
+		errs = append(errs, structural.ValidateEmbeddedResources(nil, obj, cv.schema)...)
+		errs = append(errs, structural.ValidateListTypes(nil, obj, cv.schema)...)
 	}
 	if cv.cel != nil {
 		if blockingErr(errs) {
@@ -353,12 +353,12 @@ func (a *admission) validate(ctx context.Context, obj map[string]any) field.Erro
 
 // validateResource is upstream's custom resource validator: type meta (on
 // error nothing else), object meta, the schema, the scale paths.
-func (a *admission) validateResource(ctx context.Context, obj map[string]any, opts ...schema.ValidateOption) field.ErrorList {
+func (a *admission) validateResource(ctx context.Context, obj map[string]any, opts ...structural.ValidateOption) field.ErrorList {
 	if errs := a.validateTypeMeta(obj); len(errs) > 0 {
 		return errs
 	}
 	errs := a.validateObjectMeta(obj)
-	errs = append(errs, schema.ValidateSchema(nil, obj, a.cv.schema, opts...)...)
+	errs = append(errs, structural.ValidateSchema(nil, obj, a.cv.schema, opts...)...)
 	errs = append(errs, validateScaleSpec(obj, a.cv)...)
 	errs = append(errs, validateScaleStatus(obj, a.cv)...)
 	return errs
@@ -426,7 +426,7 @@ func (a *admission) validateCreatedObjectMeta(obj map[string]any) field.ErrorLis
 }
 
 func objectMeta(obj map[string]any) (*metav1.ObjectMeta, field.ErrorList) {
-	meta, err := schema.ObjectMetaOf(obj)
+	meta, err := structural.ObjectMetaOf(obj)
 	if err != nil {
 		return nil, field.ErrorList{field.Invalid(field.NewPath("metadata"), obj["metadata"], err.Error())}
 	}

@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/crdplane/crdplane/pkg/metrics"
+	"github.com/crdplane/crdplane/pkg/structural"
 	"github.com/crdplane/crdplane/services/validator/celrules"
-	"github.com/crdplane/crdplane/services/validator/schema"
 )
 
 // compiledVersion is what admission needs of one CRD version.
@@ -21,10 +21,10 @@ type compiledVersion struct {
 	kind       string
 	apiVersion string // group/version
 	namespaced bool
-	schema     *schema.Schema
+	schema     *structural.Schema
 	cel        *celrules.Validator // nil without x-kubernetes-validations
 	hasStatus  bool
-	status     *schema.Schema // .status's schema when the status subresource is on
+	status     *structural.Schema // .status's schema when the status subresource is on
 	scale      *apiextensionsv1.CustomResourceSubresourceScale
 	// crd is the CRD compiled (read only); fm its field managers, built
 	// on first use.
@@ -50,7 +50,7 @@ func compileVersion(crd *CRD, version string) (*compiledVersion, error) {
 	if v.Schema != nil {
 		props = v.Schema.OpenAPIV3Schema
 	}
-	s, err := schema.Compile(props, schema.WithPreserveUnknownFields(crd.Spec.PreserveUnknownFields))
+	s, err := structural.Compile(props, structural.WithPreserveUnknownFields(crd.Spec.PreserveUnknownFields))
 	if err != nil {
 		return nil, fmt.Errorf("CustomResourceDefinition %s version %s: %w", crd.Name, version, err)
 	}

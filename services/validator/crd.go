@@ -19,9 +19,9 @@ import (
 
 	"github.com/crdplane/crdplane/pkg/crdlimits"
 	"github.com/crdplane/crdplane/pkg/kstatus"
+	"github.com/crdplane/crdplane/pkg/structural"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
 	"github.com/crdplane/crdplane/services/validator/celrules"
-	"github.com/crdplane/crdplane/services/validator/schema"
 )
 
 var crdScheme = func() *runtime.Scheme {
@@ -89,7 +89,7 @@ func ValidateCRDSchemas(ctx context.Context, crd, old *apiextensions.CustomResou
 			if err != nil {
 				return false
 			}
-			has, err := schema.HasUnprunedDefaults(v1)
+			has, err := structural.HasUnprunedDefaults(v1)
 			return err == nil && has
 		})
 		unchanged = unchangedSchemas(crd, old)
@@ -125,7 +125,7 @@ func ValidateCRDSchemas(ctx context.Context, crd, old *apiextensions.CustomResou
 		opts := pre
 		opts.SuppressPerExpressionCost = unchanged.Has(version)
 		schemaPath := path.Child("openAPIV3Schema")
-		defaultErrs, err := schema.ValidateDefaults(ctx, schemaPath, props, requirePruned, celrules.RuntimeCostBudget, validateDefaultRules)
+		defaultErrs, err := structural.ValidateDefaults(ctx, schemaPath, props, requirePruned, celrules.RuntimeCostBudget, validateDefaultRules)
 		switch {
 		case err != nil && strings.HasPrefix(err.Error(), "failed to validate default value inside metadata"):
 			errs = append(errs, field.Invalid(schemaPath, "", err.Error()))

@@ -14,7 +14,7 @@ import (
 	"k8s.io/kube-openapi/pkg/spec3"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
-	"github.com/crdplane/crdplane/services/validator/schema"
+	"github.com/crdplane/crdplane/pkg/structural"
 )
 
 // fieldManagers are the field managers of one CRD version (metadata
@@ -165,11 +165,11 @@ func (c *versionConverter) ConvertFieldLabel(_ runtimeschema.GroupVersionKind, l
 
 // defaulter applies the version's structural defaults (the field manager
 // defaults an applied object after the merge, as upstream).
-type defaulter struct{ schema *schema.Schema }
+type defaulter struct{ schema *structural.Schema }
 
 func (d *defaulter) Default(in runtime.Object) {
 	if u, ok := in.(*unstructured.Unstructured); ok {
-		schema.Default(u.Object, d.schema)
+		structural.Default(u.Object, d.schema)
 	}
 }
 

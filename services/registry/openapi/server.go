@@ -49,10 +49,7 @@ func (s *Server) GetDocument(_ context.Context, req *registryv1.GetDocumentReque
 }
 
 func notFound() error {
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
-		Message: "the server could not find the requested resource",
-	}}
+	return kstatus.NewPageNotFound("the server could not find the requested resource")
 }
 
 // Media types of /openapi/v2, as kube-apiserver serves them.

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/crdplane/crdplane/pkg/fielderr"
-	"github.com/crdplane/crdplane/services/validator/schema"
+	"github.com/crdplane/crdplane/pkg/structural"
 )
 
 func parseSchema(t testing.TB, y string) *apiextensionsv1.JSONSchemaProps {
@@ -55,7 +55,7 @@ func parseObject(t testing.TB, y string) any {
 // ours is this package's validation of obj (old on update).
 type ours struct {
 	v *Validator
-	s *schema.Schema
+	s *structural.Schema
 }
 
 func compileOurs(t testing.TB, props *apiextensionsv1.JSONSchemaProps, opts ...CompileOption) *ours {
@@ -64,17 +64,17 @@ func compileOurs(t testing.TB, props *apiextensionsv1.JSONSchemaProps, opts ...C
 	if err != nil {
 		t.Fatalf("Compile: %v", err)
 	}
-	s, err := schema.Compile(props)
+	s, err := structural.Compile(props)
 	if err != nil {
-		t.Fatalf("schema.Compile: %v", err)
+		t.Fatalf("structural.Compile: %v", err)
 	}
 	return &ours{v: v, s: s}
 }
 
 func (o *ours) validate(obj, old any, budget int64) Result {
-	var corr *schema.Correlation
+	var corr *structural.Correlation
 	if old != nil {
-		corr = schema.NewCorrelation(obj, old, o.s)
+		corr = structural.NewCorrelation(obj, old, o.s)
 	}
 	return o.v.Validate(context.Background(), nil, obj, old, corr, budget)
 }

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apiserver/pkg/cel/common"
 
 	"github.com/crdplane/crdplane/pkg/fielderr"
-	"github.com/crdplane/crdplane/services/validator/schema"
+	"github.com/crdplane/crdplane/pkg/structural"
 )
 
 // Result is the outcome of validating one object.
@@ -43,7 +43,7 @@ type Result struct {
 // depth first, properties in sorted order, within budget (upstream's
 // RuntimeCELCostBudget per object); each evaluation is limited to the
 // per-call limit.
-func (v *Validator) Validate(ctx context.Context, fldPath *field.Path, obj, old any, corr *schema.Correlation, budget int64) Result {
+func (v *Validator) Validate(ctx context.Context, fldPath *field.Path, obj, old any, corr *structural.Correlation, budget int64) Result {
 	if v == nil {
 		return Result{RemainingBudget: budget}
 	}
@@ -89,7 +89,7 @@ func (v *Validator) Rules(path ...string) []*Rule {
 // ancestor. A failure is ratcheted when the node, or else that ancestor,
 // equals its old value.
 type ratchet struct {
-	cur, parent *schema.Correlation
+	cur, parent *structural.Correlation
 }
 
 func (r ratchet) excused() bool {

@@ -127,10 +127,14 @@ func (x *CreateResponse) GetResourceVersion() int64 {
 }
 
 type GetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// "Not older than": when set (a resourceVersion, any uint64), the read
+	// waits (at most 3s, upstream's watch cache) for etcd to reach that
+	// revision, then is 504 "Too large resource version" (retry after 1s).
+	MinResourceVersion uint64 `protobuf:"varint,2,opt,name=min_resource_version,json=minResourceVersion,proto3" json:"min_resource_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GetRequest) Reset() {
@@ -168,6 +172,13 @@ func (x *GetRequest) GetKey() string {
 		return x.Key
 	}
 	return ""
+}
+
+func (x *GetRequest) GetMinResourceVersion() uint64 {
+	if x != nil {
+		return x.MinResourceVersion
+	}
+	return 0
 }
 
 type GetResponse struct {
@@ -225,10 +236,13 @@ func (x *GetResponse) GetResourceVersion() int64 {
 type ListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Key prefix, ending in "/".
-	Prefix        string          `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
-	Options       *v1.ListOptions `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Prefix  string          `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Options *v1.ListOptions `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	// "Not older than", as GetRequest's: the list waits for etcd to reach
+	// the revision (options.resource_version 0: then reads the latest).
+	MinResourceVersion uint64 `protobuf:"varint,3,opt,name=min_resource_version,json=minResourceVersion,proto3" json:"min_resource_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ListRequest) Reset() {
@@ -273,6 +287,13 @@ func (x *ListRequest) GetOptions() *v1.ListOptions {
 		return x.Options
 	}
 	return nil
+}
+
+func (x *ListRequest) GetMinResourceVersion() uint64 {
+	if x != nil {
+		return x.MinResourceVersion
+	}
+	return 0
 }
 
 type ListResponse struct {
@@ -845,16 +866,18 @@ const file_crdplane_storage_v1_storage_proto_rawDesc = "" +
 	"\x06object\x18\x02 \x01(\fR\x06object\"S\n" +
 	"\x0eCreateResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\x12)\n" +
-	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"\x1e\n" +
+	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"P\n" +
 	"\n" +
 	"GetRequest\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\"P\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
+	"\x14min_resource_version\x18\x02 \x01(\x04R\x12minResourceVersion\"P\n" +
 	"\vGetResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\x12)\n" +
-	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"`\n" +
+	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"\x92\x01\n" +
 	"\vListRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x129\n" +
-	"\aoptions\x18\x02 \x01(\v2\x1f.crdplane.common.v1.ListOptionsR\aoptions\"\xca\x01\n" +
+	"\aoptions\x18\x02 \x01(\v2\x1f.crdplane.common.v1.ListOptionsR\aoptions\x120\n" +
+	"\x14min_resource_version\x18\x03 \x01(\x04R\x12minResourceVersion\"\xca\x01\n" +
 	"\fListResponse\x12\x18\n" +
 	"\aobjects\x18\x01 \x03(\fR\aobjects\x12)\n" +
 	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\x12%\n" +

@@ -1,0 +1,110 @@
+// Package discovery serves the gateway's discovery, OpenAPI and /version
+// routes of KubeAPIService.
+package discovery
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+
+	"google.golang.org/genproto/googleapis/api/httpbody"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
+	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
+)
+
+// Server serves what tells clients what the API is: discovery (/api,
+// /apis, /apis/<g>[/<v>]), the OpenAPI v3 documents and /version. The
+// documents are the registry's; the gateway passes them on with their
+// ETags.
+type Server struct {
+	Registry registryv1.RegistryServiceClient
+	OpenAPI  registryv1.OpenAPIServiceClient
+}
+
+// GetCoreDiscovery serves /api (no core group is served) and 404s /api/<v>.
+func (s *Server) GetCoreDiscovery(ctx context.Context, req *gatewayv1.GetCoreDiscoveryRequest) (*httpbody.HttpBody, error) {
+	if req.GetVersion() != "" {
+		return nil, httpx.ToGRPC(httpx.ErrNotFound())
+	}
+	host := httpx.RequestMetaFrom(ctx).Host
+	if host == "" {
+		host = "localhost"
+	}
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		host = net.JoinHostPort(host, "443")
+	}
+	doc := metav1.APIVersions{
+		TypeMeta:                   metav1.TypeMeta{Kind: "APIVersions"},
+		Versions:                   []string{},
+		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: host}},
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return nil, httpx.ToGRPC(err)
+	}
+	return &httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: append(b, '\n')}, nil
+}
+
+// GetDiscovery serves /apis, /apis/<g> and /apis/<g>/<v> from the
+// registry's discovery documents (legacy or aggregated, by Accept).
+func (s *Server) GetDiscovery(ctx context.Context, req *gatewayv1.GetDiscoveryRequest) (*httpbody.HttpBody, error) {
+	resp, err := s.Registry.GetDiscovery(ctx, &registryv1.GetDiscoveryRequest{
+		Group:   req.GetGroup(),
+		Version: req.GetVersion(),
+		Accept:  httpx.RequestMetaFrom(ctx).Accept,
+	})
+	if err != nil {
+		return nil, httpx.ToGRPC(err)
+	}
+	ct := resp.GetContentType()
+	if ct == "" {
+		ct = httpx.ContentTypeJSON
+	}
+	// The registry's ETag; a client that has the document gets a 304.
+	if etag := resp.GetEtag(); etag != "" {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(httpx.MDETag, etag))
+		if inm := metadata.ValueFromIncomingContext(ctx, "if-none-match"); len(inm) > 0 && inm[0] == etag {
+			httpx.SetHTTPCode(ctx, http.StatusNotModified)
+			return &httpbody.HttpBody{ContentType: ct}, nil
+		}
+	}
+	return &httpbody.HttpBody{ContentType: ct, Data: resp.GetBody()}, nil
+}
+
+// GetOpenAPI serves /openapi/v3 (the index) and /openapi/v3/<path> from
+// the registry's OpenAPIService. A request that names the document's hash
+// (as the index's serverRelativeURLs do) may be cached forever.
+func (s *Server) GetOpenAPI(ctx context.Context, req *gatewayv1.GetOpenAPIRequest) (*httpbody.HttpBody, error) {
+	resp, err := s.OpenAPI.GetDocument(ctx, &registryv1.GetDocumentRequest{
+		Version: req.GetVersion(),
+		Path:    req.GetPath(),
+		Accept:  httpx.RequestMetaFrom(ctx).Accept,
+	})
+	if err != nil {
+		return nil, httpx.ToGRPC(err)
+	}
+	if resp.GetContentType() == "" && len(resp.GetBody()) == 0 {
+		// no such document: upstream's handler writes nothing (200, no
+		// body, no Content-Type)
+		_ = grpc.SetHeader(ctx, metadata.Pairs(httpx.MDNoContentType, "1"))
+		return &httpbody.HttpBody{}, nil
+	}
+	headers := []string{httpx.MDETag, resp.GetEtag()}
+	if req.GetHash() != "" && `"`+req.GetHash()+`"` == resp.GetEtag() {
+		headers = append(headers, httpx.MDCacheControl, "public, immutable")
+	} else {
+		headers = append(headers, httpx.MDCacheControl, "no-cache, private")
+	}
+	_ = grpc.SetHeader(ctx, metadata.Pairs(headers...))
+	ct := resp.GetContentType()
+	if ct == "" {
+		ct = httpx.ContentTypeJSON
+	}
+	return &httpbody.HttpBody{ContentType: ct, Data: resp.GetBody()}, nil
+}
