@@ -101,7 +101,7 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	timeout, err := ParseTimeout(r.URL.Query().Get("timeout"), max)
 	if err != nil {
-		WriteStatus(w, kstatus.FromError(err))
+		WriteStatusFor(w, r, kstatus.FromError(err))
 		return
 	}
 	deadline := time.Now().Add(timeout)
@@ -127,11 +127,16 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer release()
 	}
+	if acceptsGzip(r) && compressible(r.URL.Path) {
+		gw := &gzipWriter{ResponseWriter: w}
+		defer gw.close()
+		w = gw
+	}
 	if err := e.limitBody(r); err != nil {
 		if ctx.Err() != nil || isTimeout(err) {
 			err = errRequestTimeout()
 		}
-		WriteStatus(w, kstatus.FromError(err))
+		WriteStatusFor(w, r, kstatus.FromError(err))
 		return
 	}
 	e.Next.ServeHTTP(w, r)
