@@ -80,6 +80,10 @@ type BodyRequest struct {
 	// Kind is the custom resource's kind (TargetCustomResource), which
 	// upstream's decode errors name.
 	Kind string
+	// Group and Version are the request's (TargetCustomResource): with
+	// Kind, the defaults upstream's handler decodes with, which its decode
+	// errors name when the body's TypeMeta is empty.
+	Group, Version string
 	// FieldValidation is the request's fieldValidation parameter.
 	FieldValidation string
 }
@@ -136,7 +140,11 @@ func DecodeBody(r BodyRequest) (Body, error) {
 	}
 	// the crdHandler's protobuf decoder, into the empty object its
 	// versioning decoder uses: it types no custom resource
-	_, gvk, err := info.Serializer.Decode(r.Body, nil, &unstructured.Unstructured{})
+	var defaults *schema.GroupVersionKind
+	if r.Version != "" {
+		defaults = &schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
+	}
+	_, gvk, err := info.Serializer.Decode(r.Body, defaults, &unstructured.Unstructured{})
 	if err == nil {
 		err = NotMarshalableError()
 	}

@@ -91,6 +91,9 @@ func (a *kubeAPI) crdGet(ctx context.Context, req *gatewayv1.GetRequest, out htt
 	if err != nil {
 		return nil, err
 	}
+	if out.As == httpx.AsPartialObjectMetadataList {
+		return nil, errNotAcceptableConversion("you requested PartialObjectMetadataList, but the requested object is not a list (*apiextensions.CustomResourceDefinition)")
+	}
 	return respondObject(out, rm, resp.GetObject(), defaultPrinter)
 }
 

@@ -171,7 +171,11 @@ func respondList(out httpx.OutputFormat, rm httpx.RequestMeta, apiVersion, listK
 		}
 		return out.Render(doc)
 	case httpx.AsPartialObjectMetadata:
-		return nil, errNotAcceptableConversion("you requested PartialObjectMetadata, but the requested object is a list (*unstructured.UnstructuredList)")
+		goType := "*unstructured.UnstructuredList"
+		if apiVersion == crdAPIVersion {
+			goType = "*apiextensions.CustomResourceDefinitionList"
+		}
+		return nil, errNotAcceptableConversion("you requested PartialObjectMetadata, but the requested object is a list (" + goType + ")")
 	}
 	return out.Render(httpx.RenderList(apiVersion, listKind, page))
 }

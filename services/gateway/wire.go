@@ -27,6 +27,7 @@ func writeTarget(group, version, plural, sub string) httpx.Target {
 func (a *kubeAPI) bodyFor(ctx context.Context, group, version, plural, namespace, sub string) httpx.BodyFor {
 	return httpx.BodyFor{
 		Target: writeTarget(group, version, plural, sub),
+		Group:  group, Version: version,
 		Kind: func() (string, error) {
 			r, err := a.resolve(ctx, group, version, plural, namespace, scopeObject)
 			if err != nil {

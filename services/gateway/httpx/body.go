@@ -142,6 +142,8 @@ type BodyFor struct {
 	// Kind resolves the custom resource's kind, which a protobuf body's
 	// 400 names (only called for one).
 	Kind func() (string, error)
+	// Group and Version are the request's.
+	Group, Version string
 }
 
 // DecodeRequestBody is DecodeBody with Kubernetes protobuf as upstream
@@ -160,7 +162,7 @@ func DecodeRequestBody(rm RequestMeta, raw []byte, f BodyFor) (Body, error) {
 			if err != nil {
 				return Body{}, err
 			}
-			req.Kind = kind
+			req.Kind, req.Group, req.Version = kind, f.Group, f.Version
 		}
 		wb, err := kubewire.DecodeBody(req)
 		if err != nil {
