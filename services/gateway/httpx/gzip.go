@@ -1,7 +1,9 @@
 package httpx
 
 import (
+	"bytes"
 	"compress/gzip"
+	"hash/maphash"
 	"net/http"
 	"strings"
 	"sync"
@@ -49,12 +51,19 @@ func compressible(path string) bool {
 }
 
 // gzipWriter defers the response header until the first write, which
-// decides whether the response is compressed.
+// decides whether the response is compressed. A body that is compressed is
+// held until the response ends (the mux writes it in one piece) and
+// compressed through gzipCache: a LIST read again without changes is the
+// same bytes, compressed once.
 type gzipWriter struct {
 	http.ResponseWriter
 	code    int
 	written bool
-	gz      *gzip.Writer
+	// held is the body to compress (compressing: set, gz: nil), until
+	// close or a Flush.
+	held       []byte
+	compressed bool
+	gz         *gzip.Writer
 }
 
 func (w *gzipWriter) WriteHeader(code int) {
@@ -66,16 +75,16 @@ func (w *gzipWriter) WriteHeader(code int) {
 
 func (w *gzipWriter) start(n int) {
 	w.written = true
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
 	if n > gzipThreshold && w.code != http.StatusNotModified && w.code != http.StatusNoContent {
 		h := w.Header()
 		h.Del("Content-Length")
 		h.Set("Content-Encoding", "gzip")
 		h.Add("Vary", "Accept-Encoding")
-		w.gz = gzipPool.Get().(*gzip.Writer)
-		w.gz.Reset(w.ResponseWriter)
-	}
-	if w.code == 0 {
-		w.code = http.StatusOK
+		w.compressed = true
+		return
 	}
 	w.ResponseWriter.WriteHeader(w.code)
 }
@@ -84,10 +93,27 @@ func (w *gzipWriter) Write(p []byte) (int, error) {
 	if !w.written {
 		w.start(len(p))
 	}
-	if w.gz != nil {
+	switch {
+	case w.gz != nil:
 		return w.gz.Write(p)
+	case w.compressed:
+		w.held = append(w.held, p...)
+		return len(p), nil
 	}
 	return w.ResponseWriter.Write(p)
+}
+
+// stream ends holding the body: what was held goes out compressed, and
+// what follows is compressed as it comes.
+func (w *gzipWriter) stream() {
+	if !w.compressed || w.gz != nil {
+		return
+	}
+	w.ResponseWriter.WriteHeader(w.code)
+	w.gz = gzipPool.Get().(*gzip.Writer)
+	w.gz.Reset(w.ResponseWriter)
+	_, _ = w.gz.Write(w.held)
+	w.held = nil
 }
 
 // Flush writes what is compressed so far.
@@ -95,6 +121,7 @@ func (w *gzipWriter) Flush() {
 	if !w.written {
 		w.start(0)
 	}
+	w.stream()
 	if w.gz != nil {
 		_ = w.gz.Flush()
 	}
@@ -106,8 +133,8 @@ func (w *gzipWriter) Flush() {
 // Unwrap is for http.ResponseController.
 func (w *gzipWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// close ends the response: the header when nothing was written, the
-// gzip stream's end when compressing.
+// close ends the response: the header when nothing was written, the held
+// body compressed, or the gzip stream's end.
 func (w *gzipWriter) close() {
 	if !w.written {
 		if w.code == 0 {
@@ -115,10 +142,76 @@ func (w *gzipWriter) close() {
 		}
 		w.start(0)
 	}
+	if w.compressed && w.gz == nil {
+		w.ResponseWriter.WriteHeader(w.code)
+		_, _ = w.ResponseWriter.Write(gzipCache.compress(w.held))
+		w.held = nil
+		return
+	}
 	if w.gz != nil {
 		_ = w.gz.Close()
 		w.gz.Reset(nil)
 		gzipPool.Put(w.gz)
 		w.gz = nil
 	}
+}
+
+// gzipCache holds the compressed forms of the last bodies compressed
+// (gzip at a fixed level is deterministic: the cached bytes are those a
+// new compression would give).
+var gzipCache = newCompressCache(8, 64<<20)
+
+type compressCache struct {
+	seed     maphash.Seed
+	mu       sync.Mutex
+	entries  map[uint64]compressEntry
+	order    []uint64
+	max      int
+	maxBytes int
+	bytes    int
+}
+
+type compressEntry struct{ plain, gzipped []byte }
+
+func newCompressCache(entries, maxBytes int) *compressCache {
+	return &compressCache{seed: maphash.MakeSeed(), entries: map[uint64]compressEntry{}, max: entries, maxBytes: maxBytes}
+}
+
+// compress returns body gzipped at upstream's level, from the cache when
+// the same body was compressed lately.
+func (c *compressCache) compress(body []byte) []byte {
+	key := maphash.Bytes(c.seed, body)
+	c.mu.Lock()
+	e, ok := c.entries[key]
+	c.mu.Unlock()
+	if ok && bytes.Equal(e.plain, body) {
+		return e.gzipped
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(body) / 4)
+	gw := gzipPool.Get().(*gzip.Writer)
+	gw.Reset(&buf)
+	_, _ = gw.Write(body)
+	_ = gw.Close()
+	gw.Reset(nil)
+	gzipPool.Put(gw)
+	out := buf.Bytes()
+	size := len(body) + len(out)
+	if size > c.maxBytes/2 {
+		return out
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.entries[key]; !ok {
+		for len(c.order) > 0 && (len(c.order) >= c.max || c.bytes+size > c.maxBytes) {
+			old := c.order[0]
+			c.order = c.order[1:]
+			c.bytes -= len(c.entries[old].plain) + len(c.entries[old].gzipped)
+			delete(c.entries, old)
+		}
+		c.entries[key] = compressEntry{plain: body, gzipped: out}
+		c.order = append(c.order, key)
+		c.bytes += size
+	}
+	return out
 }
