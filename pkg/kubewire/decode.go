@@ -216,6 +216,15 @@ func decodeError(err error, intoKind string, gvk *schema.GroupVersionKind, body 
 	return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %s (%s)", intoKind, msg, summarize(body, 30)))
 }
 
+// UnrecognizedError is upstream's 400 for a body its decoder could not
+// read at all (no kind known), as its handlers word it: "the object
+// provided is unrecognized (must be of type <into>): <err> (<summary of
+// the body>)", the summary the body as text when it is JSON, else in hex,
+// cut at 30 bytes. A YAML body that does not convert is answered so.
+func UnrecognizedError(err error, intoKind string, body []byte) error {
+	return decodeError(err, intoKind, nil, body)
+}
+
 // summarize abbreviates a body for an error message as upstream's
 // handlers do: JSON as text, anything else in hex, cut at max bytes.
 func summarize(data []byte, maxLen int) string {

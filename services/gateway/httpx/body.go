@@ -69,12 +69,13 @@ func DecodeBody(contentType string, raw []byte) (Body, error) {
 }
 
 // YAMLError is a YAML body's conversion failure as CRD requests answer it:
-// a 400 with the converter's message (nil when the body converted).
+// upstream's 400 for a body its decoder could not read (nil when the body
+// converted).
 func (b Body) YAMLError() error {
 	if b.ConvErr == nil {
 		return nil
 	}
-	return apierrors.NewBadRequest(b.ConvErr.Error())
+	return kubewire.UnrecognizedError(b.ConvErr, "CustomResourceDefinition", b.Raw)
 }
 
 // StrictErrors are the strict decoding errors upstream's decoder finds in
