@@ -346,6 +346,20 @@ func TestGzipResponses(t *testing.T) {
 			t.Errorf("%s: %d bytes, not gzip", tc.path, len(body))
 		}
 	}
+	// OpenAPI as kube-openapi serves it: v2 through a gzip handler (1400
+	// bytes, q-values), Vary: Accept-Encoding and Accept; v3 documents
+	// Vary: Accept
+	resp, body := get("/openapi/v2", "gzip")
+	if vary := resp.Header.Values("Vary"); resp.StatusCode != 200 || resp.Header.Get("Content-Encoding") != "gzip" || strings.Join(vary, ",") != "Accept-Encoding,Accept" || !bytes.HasPrefix(body, []byte{0x1f, 0x8b}) {
+		t.Errorf("/openapi/v2: %d %q %v", resp.StatusCode, resp.Header.Get("Content-Encoding"), vary)
+	}
+	if resp, _ := get("/openapi/v2", "gzip;q=0"); resp.Header.Get("Content-Encoding") != "" || len(resp.Header.Values("Vary")) != 2 {
+		t.Errorf("/openapi/v2 without gzip: %v", resp.Header)
+	}
+	if resp, _ := get("/openapi/v3/apis/apiextensions.k8s.io/v1", ""); resp.StatusCode != 200 || strings.Join(resp.Header.Values("Vary"), ",") != "Accept" {
+		t.Errorf("/openapi/v3: %d %v", resp.StatusCode, resp.Header)
+	}
+
 	// a watch is not compressed
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -128,10 +128,12 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer release()
 	}
 	if acceptsGzip(r) && compressible(r.URL.Path) {
-		gw := &gzipWriter{ResponseWriter: w}
+		gw := &gzipWriter{ResponseWriter: w, threshold: gzipThreshold, level: gzipLevel}
 		defer gw.close()
 		w = gw
 	}
+	w, done := openAPIHeaders(w, r)
+	defer done()
 	if err := e.limitBody(r); err != nil {
 		if ctx.Err() != nil || isTimeout(err) {
 			err = errRequestTimeout()

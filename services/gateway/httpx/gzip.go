@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"hash/maphash"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -57,7 +58,12 @@ func compressible(path string) bool {
 // same bytes, compressed once.
 type gzipWriter struct {
 	http.ResponseWriter
-	code    int
+	// threshold: a body longer is compressed (gzipThreshold); level: the
+	// compression level (gzipLevel, whose bodies are cached); varied: Vary
+	// is set already.
+	threshold, level int
+	varied           bool
+	code             int
 	written bool
 	// held is the body to compress (compressing: set, gz: nil), until
 	// close or a Flush.
@@ -78,11 +84,13 @@ func (w *gzipWriter) start(n int) {
 	if w.code == 0 {
 		w.code = http.StatusOK
 	}
-	if n > gzipThreshold && w.code != http.StatusNotModified && w.code != http.StatusNoContent {
+	if n > w.threshold && w.code != http.StatusNotModified && w.code != http.StatusNoContent {
 		h := w.Header()
 		h.Del("Content-Length")
 		h.Set("Content-Encoding", "gzip")
-		h.Add("Vary", "Accept-Encoding")
+		if !w.varied {
+			h.Add("Vary", "Accept-Encoding")
+		}
 		w.compressed = true
 		return
 	}
@@ -110,7 +118,7 @@ func (w *gzipWriter) stream() {
 		return
 	}
 	w.ResponseWriter.WriteHeader(w.code)
-	w.gz = gzipPool.Get().(*gzip.Writer)
+	w.gz = w.writer()
 	w.gz.Reset(w.ResponseWriter)
 	_, _ = w.gz.Write(w.held)
 	w.held = nil
@@ -144,16 +152,107 @@ func (w *gzipWriter) close() {
 	}
 	if w.compressed && w.gz == nil {
 		w.ResponseWriter.WriteHeader(w.code)
-		_, _ = w.ResponseWriter.Write(gzipCache.compress(w.held))
-		w.held = nil
-		return
+		if w.level == gzipLevel {
+			_, _ = w.ResponseWriter.Write(gzipCache.compress(w.held))
+			w.held = nil
+			return
+		}
+		w.stream()
 	}
 	if w.gz != nil {
 		_ = w.gz.Close()
 		w.gz.Reset(nil)
-		gzipPool.Put(w.gz)
+		if w.level == gzipLevel {
+			gzipPool.Put(w.gz)
+		}
 		w.gz = nil
 	}
+}
+
+// writer returns a gzip writer at the response's level.
+func (w *gzipWriter) writer() *gzip.Writer {
+	if w.level == gzipLevel {
+		return gzipPool.Get().(*gzip.Writer)
+	}
+	gw, err := gzip.NewWriterLevel(nil, w.level)
+	if err != nil {
+		panic(err)
+	}
+	return gw
+}
+
+// openAPIV2MinSize is the threshold of the gzip handler kube-openapi
+// serves /openapi/v2 through (github.com/NYTimes/gziphandler's
+// DefaultMinSize, 1400 bytes, at the default compression level).
+const openAPIV2MinSize = 1400
+
+// openAPIHeaders sets what kube-openapi's handlers set on the OpenAPI
+// documents: Vary: Accept on /openapi/v2 and on the documents of
+// /openapi/v3/<group version>; on /openapi/v2 also the gzip handler's Vary:
+// Accept-Encoding, and the writer that compresses a body of 1400 bytes or
+// more for a client that accepts gzip (q-values read). Other paths get w
+// back as it is.
+func openAPIHeaders(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, func()) {
+	switch {
+	case r.URL.Path == "/openapi/v2":
+		w.Header().Add("Vary", "Accept-Encoding")
+		w.Header().Add("Vary", "Accept")
+		if !acceptsGzipQ(r) {
+			return w, func() {}
+		}
+		gw := &gzipWriter{ResponseWriter: w, threshold: openAPIV2MinSize - 1, level: gzip.DefaultCompression, varied: true}
+		return gw, gw.close
+	case strings.HasPrefix(r.URL.Path, "/openapi/v3/"):
+		return &varyAcceptWriter{ResponseWriter: w}, func() {}
+	}
+	return w, func() {}
+}
+
+// varyAcceptWriter adds Vary: Accept to a response with a Content-Type (a
+// document; the empty answer for a group version not served has none, as
+// upstream's, which writes nothing there).
+type varyAcceptWriter struct {
+	http.ResponseWriter
+	done bool
+}
+
+func (w *varyAcceptWriter) WriteHeader(code int) {
+	if !w.done {
+		w.done = true
+		if w.Header().Get("Content-Type") != "" {
+			w.Header().Add("Vary", "Accept")
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *varyAcceptWriter) Write(p []byte) (int, error) {
+	if !w.done {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap is for http.ResponseController.
+func (w *varyAcceptWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// acceptsGzipQ is the gzip handler's reading of Accept-Encoding: gzip
+// with a q-value above 0.
+func acceptsGzipQ(r *http.Request) bool {
+	for _, tok := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		name, params, _ := strings.Cut(strings.TrimSpace(tok), ";")
+		if strings.TrimSpace(name) != "gzip" {
+			continue
+		}
+		q := 1.0
+		if v, ok := strings.CutPrefix(strings.TrimSpace(params), "q="); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				q = f
+			}
+		}
+		return q > 0
+	}
+	return false
 }
 
 // gzipCache holds the compressed forms of the last bodies compressed
