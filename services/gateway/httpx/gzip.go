@@ -64,7 +64,7 @@ type gzipWriter struct {
 	threshold, level int
 	varied           bool
 	code             int
-	written bool
+	written          bool
 	// held is the body to compress (compressing: set, gz: nil), until
 	// close or a Flush.
 	held       []byte
