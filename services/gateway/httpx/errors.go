@@ -114,12 +114,12 @@ func writePageNotFound(w http.ResponseWriter) {
 // RoutingErrorHandler answers requests no route matches as kube-apiserver
 // does: 404 NotFound "the server could not find the requested resource",
 // 405 MethodNotAllowed.
-func RoutingErrorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, code int) {
+func RoutingErrorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, code int) {
 	if code == http.StatusNotFound {
 		writePageNotFound(w)
 		return
 	}
-	WriteStatus(w, routingStatus(code))
+	WriteStatusFor(w, r, routingStatus(code))
 }
 
 func routingStatus(code int) *metav1.Status {
