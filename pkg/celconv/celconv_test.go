@@ -14,7 +14,7 @@ import (
 
 func tutorialCRD(t testing.TB) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	b, err := os.ReadFile("testdata/crontab-crd.yaml")
+	b, err := os.ReadFile("../../examples/crontab-cel-conversion/crontab-crd.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
