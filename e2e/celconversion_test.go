@@ -112,6 +112,25 @@ func TestKubectlCELConversion(t *testing.T) {
 		s.must(t, "apply", "-f", crdFile)
 	})
 
+	t.Run("a write that cannot convert to the storage version is not stored", func(t *testing.T) {
+		doc := strings.Replace(string(crdYAML), "expression: self.host + ':' + self.port", `expression: "self.host + ':' + (self.port.matches('^[0-9]+$') ? self.port : self.port.substring(1, 0))"`, 1)
+		if doc == string(crdYAML) {
+			t.Fatal("replacement did not apply")
+		}
+		if out, errOut, err := s.kubectl(t, doc, "apply", "-f", "-"); err != nil {
+			t.Fatalf("apply: %v\n%s%s", err, out, errOut)
+		}
+		defer s.must(t, "apply", "-f", crdFile)
+		obj := "apiVersion: example.com/v1\nkind: CronTab\nmetadata:\n  name: named-port\n  namespace: default\nhost: localhost\nport: http\n"
+		out, errOut, err := s.kubectl(t, obj, "create", "-f", "-")
+		if err == nil || !strings.Contains(errOut, "conversion rules for example.com/v1, Kind=CronTab failed: hostPort: ") {
+			t.Fatalf("create: %v\n%s%s", err, out, errOut)
+		}
+		if errOut := s.fails(t, "get", "crontabs.v1beta1.example.com", "named-port", "-n", "default"); !strings.Contains(errOut, `"named-port" not found`) {
+			t.Fatalf("get: %s", errOut)
+		}
+	})
+
 	t.Run("an expression failing at read time", func(t *testing.T) {
 		// v1beta1's schema takes any hostPort; one without a colon has no v1 form.
 		obj := "apiVersion: example.com/v1beta1\nkind: CronTab\nmetadata:\n  name: nocolon\n  namespace: default\nhostPort: localhost\n"
