@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
+	"k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/apiserver/pkg/cel/library"
 )
@@ -45,7 +46,7 @@ type pair struct {
 	from, to string
 	// fromSchema converts source objects to CEL values (the source
 	// version's schema with apiVersion, kind and metadata).
-	fromSchema *model.Structural
+	fromSchema common.Schema
 	fields     []*compiledField
 }
 
@@ -169,7 +170,7 @@ func compilePair(rp *field.Path, r Rule, fromS, toS *schema.Structural) (*pair, 
 		return nil, field.ErrorList{field.InternalError(rp, err)}
 	}
 	estimator := &library.CostEstimator{SizeEstimator: &sizeEstimator{root: declType}}
-	p := &pair{from: r.From, to: r.To, fromSchema: &model.Structural{Structural: withMeta}}
+	p := &pair{from: r.From, to: r.To, fromSchema: newCachedSchema(&model.Structural{Structural: withMeta})}
 	targets := map[string]bool{}
 	for j, f := range r.Fields {
 		fp := rp.Child("fields").Index(j)
