@@ -361,7 +361,10 @@ func (c *sizeEstimator) EstimateSize(element checker.AstNode) *checker.SizeEstim
 			return nil
 		}
 	}
-	return &checker.SizeEstimate{Min: 0, Max: uint64(cur.MaxElements)}
+	if cur.MaxElements < 0 {
+		return nil
+	}
+	return &checker.SizeEstimate{Min: 0, Max: uint64(cur.MaxElements)} //nolint:gosec // G115: not negative, checked above
 }
 
 func (c *sizeEstimator) EstimateCallCost(function, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {

@@ -3,6 +3,7 @@ package celconv
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -85,7 +86,10 @@ func toNative(v ref.Val) (any, bool, error) {
 	case types.Int:
 		return int64(x), true, nil
 	case types.Uint:
-		return int64(x), true, nil
+		if uint64(x) > math.MaxInt64 {
+			return float64(x), true, nil
+		}
+		return int64(x), true, nil //nolint:gosec // G115: in range, checked above
 	case types.Double:
 		return float64(x), true, nil
 	case types.Bool:
