@@ -34,6 +34,8 @@ import (
 	extensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	"k8s.io/apiextensions-apiserver/pkg/cmd/server/options"
 	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	discoveryendpoint "k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/util/openapi"
@@ -112,6 +114,14 @@ func run(dir string) error {
 	if err != nil {
 		return fmt.Errorf("new server: %w", err)
 	}
+	// In a cluster the aggregator serves /apis (apiextensions-apiserver
+	// turns its own off); without it no discovering client (kubectl,
+	// client-go's discovery and REST mappers, helm) can find the CRDs'
+	// groups. Serve it as kube-apiserver does, from the server's group
+	// managers: the aggregated form lists every CRD's group.
+	gs := server.GenericAPIServer
+	apis := discoveryendpoint.WrapAggregatedDiscoveryToHandler(gs.DiscoveryGroupManager, gs.AggregatedDiscoveryGroupManager)
+	gs.Handler.GoRestfulContainer.Add(apis.GenerateWebService("/apis", metav1.APIGroupList{}))
 	loopback := server.GenericAPIServer.LoopbackClientConfig
 
 	errc := make(chan error, 1)
