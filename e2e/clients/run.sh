@@ -88,7 +88,7 @@ kubectl_bin() {
 # modver MODFILE MODULE: the module's version in a go.mod file.
 modver() { awk -v m="$2" '$1==m {print $2; exit}' "$1"; }
 
-passed=0 failed=0
+passed=0 failed=0 skipped=0
 declare -a matrix
 # suite NAME VERSION DIR [go test args...]: runs one suite, records every
 # test and subtest of its -v output.
@@ -103,7 +103,7 @@ suite() {
 	while read -r verdict test dur; do
 		n=$((n + 1))
 		matrix+=("$(printf '%-4s  %-18s %-10s %-34s %s' "$verdict" "$name" "$version" "$test" "$dur")")
-		if [ "$verdict" = PASS ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+		case "$verdict" in PASS) passed=$((passed + 1)) ;; SKIP) skipped=$((skipped + 1)) ;; *) failed=$((failed + 1)) ;; esac
 	done < <(sed -n -E 's/^ *--- (PASS|FAIL|SKIP): ([^ ]+) (\(.*\))$/\1 \2 \3/p' "$log")
 	if [ "$rc" -ne 0 ] && ! grep -q -E '^ *--- FAIL' "$log"; then
 		# Build failure, panic or timeout: no test verdict to show.
@@ -140,5 +140,5 @@ printf '%s\n' "${matrix[@]}"
 if [ "$failed" -ne 0 ] && [ "$SERVER" = crdplane ]; then
 	echo "-- crdplane log (tail):"; tail -40 "$work/server.err"
 fi
-echo "client matrix: $passed passed, $failed failed"
+echo "client matrix: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
