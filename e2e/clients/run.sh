@@ -140,5 +140,5 @@ printf '%s\n' "${matrix[@]}"
 if [ "$failed" -ne 0 ] && [ "$SERVER" = crdplane ]; then
 	echo "-- crdplane log (tail):"; tail -40 "$work/server.err"
 fi
-echo "client matrix: $passed passed, $failed failed, $skipped skipped"
+echo "clients: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
