@@ -10,7 +10,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 GRPC_GATEWAY_VERSION := v2.31.0
 GOLANGCI_LINT_VERSION := v2.15.0
 
-MODULES := . pkg proto conformance services/storage services/registry services/validator services/converter services/gateway
+MODULES := . pkg proto conformance bench/upstream services/storage services/registry services/validator services/converter services/gateway
 SERVICES := gateway registry validator converter storage
 
 .PHONY: all build run test test-unit test-e2e test-clients generate check-generated lint tools bench clean fmt vet conformance conformance-fuzz fuzz fuzz-short
@@ -196,3 +196,15 @@ conformance-fuzz: $(UPSTREAM_BIN)
 	cd conformance && CRDPLANE_CONFORMANCE=1 CONFORMANCE_CASES=operators/ CONFORMANCE_SEED=$$seed CONFORMANCE_VARIANTS=$${VARIANTS:-25} \
 		UPSTREAM_BIN=$(UPSTREAM_BIN) CRDPLANE_BIN=$(BIN)/crdplane \
 		$(GO) test -count=1 -timeout 30m -run 'TestOracle$$' -v . 2>&1 | grep -v -E '^\s+[IWE][0-9]{4} ' ; exit $${PIPESTATUS[0]}
+
+## bench-upstream: side-by-side benchmarks against upstream
+## apiextensions-apiserver v1.33 (bench/upstream: both servers as processes,
+## same machine, same run): LIST of 1,000 CRDs and GET of one, JSON and
+## protobuf. BENCHTIME and BENCHCOUNT set the length; medians with benchstat.
+BENCHTIME ?= 3s
+BENCHCOUNT ?= 5
+.PHONY: bench-upstream
+bench-upstream: $(UPSTREAM_BIN)
+	$(GO) build -o $(BIN)/crdplane ./cmd/crdplane
+	cd bench/upstream && UPSTREAM_BIN=$(UPSTREAM_BIN) CRDPLANE_BIN=$(BIN)/crdplane \
+		$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 60m .

@@ -51,10 +51,16 @@ type Request struct {
 	RawBody *string `json:"rawBody,omitempty"`
 	// BodyFile is a file (relative to the conformance directory) sent as
 	// JSON, or as is when ContentType is YAML or the file is JSON.
-	BodyFile    string            `json:"bodyFile,omitempty"`
-	ContentType string            `json:"contentType,omitempty"`
-	Accept      string            `json:"accept,omitempty"`
-	Headers     map[string]string `json:"headers,omitempty"`
+	BodyFile    string `json:"bodyFile,omitempty"`
+	ContentType string `json:"contentType,omitempty"`
+	// Protobuf sends the body (a built-in kind, with apiVersion and kind)
+	// in the protobuf encoding client-go uses; ContentType defaults to
+	// application/vnd.kubernetes.protobuf. Mangle spoils it afterwards:
+	// truncate, badMagic, unknownField or noEnvelope.
+	Protobuf bool              `json:"protobuf,omitempty"`
+	Mangle   string            `json:"mangle,omitempty"`
+	Accept   string            `json:"accept,omitempty"`
+	Headers  map[string]string `json:"headers,omitempty"`
 
 	// Status is the status code the case author expects from upstream; a
 	// different one is an error in the case, not a difference.
@@ -178,6 +184,9 @@ func LoadFile(path string) (*File, error) {
 			}
 			if n > 1 {
 				return nil, fmt.Errorf("%s: step %d (%s): set one of body, rawBody, bodyFile", path, i, s.Name)
+			}
+			if (s.Protobuf && s.RawBody != nil) || (s.Mangle != "" && !s.Protobuf) {
+				return nil, fmt.Errorf("%s: step %d (%s): protobuf takes body or bodyFile; mangle needs protobuf", path, i, s.Name)
 			}
 		}
 	}

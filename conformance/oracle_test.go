@@ -17,7 +17,8 @@ import (
 // and crdplane and fails on any difference that is neither allowed nor
 // pending. CONFORMANCE_CASES (a substring of file names) narrows the run;
 // CONFORMANCE_OUT is where the diffs go (default out/); CONFORMANCE_DUMP=1
-// writes the identical answers there too.
+// writes the identical answers there too. CONFORMANCE_SELF=1 runs upstream
+// on both sides: the check of a new case file and of the normalisation.
 func TestOracle(t *testing.T) {
 	if os.Getenv("CRDPLANE_CONFORMANCE") == "" {
 		t.Skip("the oracle starts two API servers: run it with make conformance (CRDPLANE_CONFORMANCE=1)")
@@ -59,7 +60,14 @@ func TestOracle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer up.Stop()
-	cp, err := StartCrdplane(ctx, binary(t, "CRDPLANE_BIN", "crdplane"), t.TempDir())
+	var cp *Server
+	if os.Getenv("CONFORMANCE_SELF") != "" {
+		// The oracle's own check: upstream on both sides must come out
+		// identical (normalisation, new cases' expectations).
+		cp, err = StartUpstream(ctx, binary(t, "UPSTREAM_BIN", "upstream"), t.TempDir())
+	} else {
+		cp, err = StartCrdplane(ctx, binary(t, "CRDPLANE_BIN", "crdplane"), t.TempDir())
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

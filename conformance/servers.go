@@ -109,35 +109,12 @@ func (s *Server) Do(ctx context.Context, method, path string, header http.Header
 // StartUpstream runs the apiextensions-upstream helper binary and waits for
 // the line that gives its URL and token, then for /readyz.
 func StartUpstream(ctx context.Context, bin, dir string) (*Server, error) {
-	logs := &logBuffer{}
 	cmd := exec.Command(bin, "--dir", dir)
-	cmd.Stderr = logs
-	stdout, err := cmd.StdoutPipe()
+	line, logs, err := startProcess("upstream", cmd, 120*time.Second, func(line string) (string, bool) {
+		return line, strings.HasPrefix(line, "{")
+	})
 	if err != nil {
 		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	linec := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "{") {
-				select {
-				case linec <- sc.Text():
-				default:
-				}
-			}
-		}
-	}()
-	var line string
-	select {
-	case line = <-linec:
-	case <-time.After(120 * time.Second):
-		_ = cmd.Process.Kill()
-		return nil, fmt.Errorf("upstream did not start in 120s: %s", logs.String())
 	}
 	var info struct{ URL, Token string }
 	if err := json.Unmarshal([]byte(line), &info); err != nil {
@@ -156,38 +133,56 @@ var servingLine = regexp.MustCompile(`serving the Kubernetes API at (https://\S+
 // data directory and a fixed token.
 func StartCrdplane(ctx context.Context, bin, dir string) (*Server, error) {
 	const token = "conformance-token"
-	logs := &logBuffer{}
 	cmd := exec.Command(bin, "run", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "etcd"),
 		"--kubeconfig", filepath.Join(dir, "kubeconfig"), "--token", token, "--log-format", "text", "--log-level", "warn")
-	cmd.Stderr = logs
-	stdout, err := cmd.StdoutPipe()
+	u, logs, err := startProcess("crdplane", cmd, 60*time.Second, func(line string) (string, bool) {
+		if m := servingLine.FindStringSubmatch(line); m != nil {
+			return m[1], true
+		}
+		return "", false
+	})
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+	s := newServer("crdplane", u, token, cmd, logs)
+	return s, s.waitReady(ctx, "/readyz")
+}
+
+// startProcess starts cmd, its stderr kept in the log buffer it returns, and
+// waits at most timeout for the first line of its stdout that match accepts;
+// it returns what match made of that line. Stdout is read on to its end, so
+// that the process never blocks writing it. If no line comes in time, the
+// process is killed.
+func startProcess(name string, cmd *exec.Cmd, timeout time.Duration, match func(line string) (string, bool)) (string, *logBuffer, error) {
+	logs := &logBuffer{}
+	cmd.Stderr = logs
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
 	}
-	urlc := make(chan string, 1)
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("start %s: %w", cmd.Args[0], err)
+	}
+	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 		for sc.Scan() {
-			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
+			if v, ok := match(sc.Text()); ok {
 				select {
-				case urlc <- m[1]:
+				case found <- v:
 				default:
 				}
 			}
 		}
 	}()
-	var u string
 	select {
-	case u = <-urlc:
-	case <-time.After(60 * time.Second):
+	case v := <-found:
+		return v, logs, nil
+	case <-time.After(timeout):
 		_ = cmd.Process.Kill()
-		return nil, fmt.Errorf("crdplane did not start in 60s: %s", logs.String())
+		return "", nil, fmt.Errorf("%s did not start in %.0fs: %s", name, timeout.Seconds(), logs.String())
 	}
-	s := newServer("crdplane", u, token, cmd, logs)
-	return s, s.waitReady(ctx, "/readyz")
 }
 
 func (s *Server) waitReady(ctx context.Context, path string) error {

@@ -130,8 +130,8 @@ func TestSoak(t *testing.T) {
 
 	s := newStack(t)
 	ca := s.webhookPKI()
-	s.up()
-	restCfg, err := loadConfig(s.kubeconfig)
+	s.MustUp()
+	restCfg, err := loadConfig(s.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,14 +247,15 @@ func TestSoak(t *testing.T) {
 			kl := kill{n: k + 1, tier: tier}
 			service := tier
 			if tier == "etcd" {
-				kl.container = s.etcdLeader()
+				kl.container, _ = s.EtcdLeader(30 * time.Second)
 				kl.note = "leader"
-				for n, svc := range s.allContainers() {
+				all, _ := s.AllContainers()
+				for n, svc := range all {
 					if n == kl.container {
 						service = svc
 					}
 				}
-			} else if cs := s.containers(tier); len(cs) > 0 {
+			} else if cs, _ := s.Containers(tier); len(cs) > 0 {
 				kl.container = cs[perTier[tier]%len(cs)]
 			}
 			perTier[tier]++
@@ -267,13 +268,13 @@ func TestSoak(t *testing.T) {
 			}
 			cw.beginFault(kl.container)
 			kl.at = time.Now()
-			if _, err := s.docker("kill", kl.container); err != nil {
+			if _, err := s.Docker("kill", kl.container); err != nil {
 				kl.restartErr = err.Error()
 			}
 			time.Sleep(cfg.restartDelay)
-			if st, err := s.inspect(kl.container); err == nil && st[kl.container].State.Running {
+			if st, err := s.Inspect(kl.container); err == nil && st[kl.container].State.Running {
 				kl.note = strings.TrimSpace(kl.note + " restarted by its restart policy")
-			} else if _, err := s.docker("start", kl.container); err != nil {
+			} else if _, err := s.Docker("start", kl.container); err != nil {
 				kl.restartErr = err.Error()
 			}
 			kl.started = time.Now()

@@ -108,20 +108,11 @@ var errMalformed = errors.New("malformed or too deeply nested JSON")
 // after the value. level is the JSON nesting depth of the object.
 func (s *depthScanner) object(i, level int, member func(key []byte, j, level int) (int, error)) (int, error) {
 	b := s.b
-	if level >= maxJSONDepth {
-		return 0, errMalformed
-	}
-	if i >= len(b) || b[i] != '{' {
-		return 0, errMalformed
-	}
-	j := jsonscan.SkipSpace(b, i+1)
-	if j < len(b) && b[j] == '}' {
-		return j + 1, nil
-	}
-	for {
-		ke, err := jsonscan.SkipString(b, j)
-		if err != nil {
-			return 0, err
+	j, done, err := s.enter(i, level, '{', '}')
+	for err == nil && !done {
+		var ke int
+		if ke, err = jsonscan.SkipString(b, j); err != nil {
+			break
 		}
 		key := b[j:ke]
 		j = jsonscan.SkipSpace(b, ke)
@@ -132,55 +123,62 @@ func (s *depthScanner) object(i, level int, member func(key []byte, j, level int
 		if j >= len(b) {
 			return 0, errMalformed
 		}
-		if j, err = member(key, j, level+1); err != nil {
-			return 0, err
-		}
-		j = jsonscan.SkipSpace(b, j)
-		if j >= len(b) {
-			return 0, errMalformed
-		}
-		switch b[j] {
-		case ',':
-			j = jsonscan.SkipSpace(b, j+1)
-		case '}':
-			return j + 1, nil
-		default:
-			return 0, errMalformed
+		if j, err = member(key, j, level+1); err == nil {
+			j, done, err = s.next(j, '}')
 		}
 	}
+	if err != nil {
+		return 0, err
+	}
+	return j, nil
 }
 
 // array calls elem for every element of the array at b[i].
 func (s *depthScanner) array(i, level int, elem func(j, level int) (int, error)) (int, error) {
+	j, done, err := s.enter(i, level, '[', ']')
+	for err == nil && !done {
+		if j, err = elem(j, level+1); err == nil {
+			j, done, err = s.next(j, ']')
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	return j, nil
+}
+
+// enter checks the object or array that opens at b[i] (open is '{' or '[',
+// end its closing bracket) at nesting depth level. It returns the offset of
+// its first member or element, or, with done, the offset after it when it
+// is empty.
+func (s *depthScanner) enter(i, level int, open, end byte) (j int, done bool, err error) {
 	b := s.b
-	if level >= maxJSONDepth {
-		return 0, errMalformed
+	if level >= maxJSONDepth || i >= len(b) || b[i] != open {
+		return 0, false, errMalformed
 	}
-	if i >= len(b) || b[i] != '[' {
-		return 0, errMalformed
+	j = jsonscan.SkipSpace(b, i+1)
+	if j < len(b) && b[j] == end {
+		return j + 1, true, nil
 	}
-	j := jsonscan.SkipSpace(b, i+1)
-	if j < len(b) && b[j] == ']' {
-		return j + 1, nil
+	return j, false, nil
+}
+
+// next reads what follows a member or element that ends at b[j]: a comma
+// (it returns the offset of the next one) or the closing bracket end (it
+// returns the offset after it, and done).
+func (s *depthScanner) next(j int, end byte) (int, bool, error) {
+	b := s.b
+	j = jsonscan.SkipSpace(b, j)
+	if j >= len(b) {
+		return 0, false, errMalformed
 	}
-	for {
-		var err error
-		if j, err = elem(j, level+1); err != nil {
-			return 0, err
-		}
-		j = jsonscan.SkipSpace(b, j)
-		if j >= len(b) {
-			return 0, errMalformed
-		}
-		switch b[j] {
-		case ',':
-			j = jsonscan.SkipSpace(b, j+1)
-		case ']':
-			return j + 1, nil
-		default:
-			return 0, errMalformed
-		}
+	switch b[j] {
+	case ',':
+		return jsonscan.SkipSpace(b, j+1), false, nil
+	case end:
+		return j + 1, true, nil
 	}
+	return 0, false, errMalformed
 }
 
 // objectOrSkip is object when b[i] starts one, else it skips the value (a

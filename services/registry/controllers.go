@@ -150,9 +150,22 @@ func finalizerRelevantChange(old, crd *CRD) bool {
 	}
 	a, b := old.DeepCopy(), crd.DeepCopy()
 	a.ResourceVersion, b.ResourceVersion = "", ""
+	a.ManagedFields, b.ManagedFields = nil, nil // moved by the finalizer's own writes too
 	removeCondition(a, condTerminating)
 	removeCondition(b, condTerminating)
 	return !semanticEqual(a, b)
+}
+
+// controllerManager is the field manager of the registry's controllers
+// (upstream's are kube-apiserver's loopback client: "kube-apiserver"; the
+// standalone apiextensions-apiserver is named after its binary).
+const controllerManager = "kube-apiserver"
+
+// withStatusOf is crd with cur's status (a copy).
+func withStatusOf(crd, cur *CRD) *CRD {
+	out := crd.DeepCopy()
+	out.Status = *cur.Status.DeepCopy()
+	return out
 }
 
 // writeStatus stores crd (a modified copy of the informer's cur) with
@@ -165,7 +178,18 @@ func (c *controllers) writeStatus(ctx context.Context, crd, cur *CRD) error {
 		// nothing (and so triggers no further sync)
 		return nil
 	}
-	out, err := c.st.write(ctx, crd, cur)
+	// The controllers' writes carry managedFields as upstream's, which
+	// write through the loopback client: kube-apiserver's manager, on
+	// the status subresource when only the status changed.
+	sub := "status"
+	if !semanticEqual(withStatusOf(crd, cur), cur) {
+		sub = ""
+	}
+	tracked, err := trackUpdate(cur, crd, sub, controllerManager)
+	if err != nil {
+		return err
+	}
+	out, err := c.st.write(ctx, tracked, cur)
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		return nil

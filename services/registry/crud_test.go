@@ -415,9 +415,9 @@ func TestPatch(t *testing.T) {
 	if err != nil || out.Labels["smp"] != "yes" {
 		t.Errorf("strategic merge patch: %v %v", err, out)
 	}
-	// unsupported type
+	// an apply without apiVersion and kind: upstream's field manager's 400
 	_, err = p("application/apply-patch+yaml", `{}`, "")
-	if s := status(err); s.Code != 415 {
+	if s := status(err); s.Code != 400 || s.Message != "invalid object type: /, Kind=" {
 		t.Errorf("apply patch: %+v", s)
 	}
 

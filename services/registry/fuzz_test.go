@@ -3,30 +3,12 @@ package registry
 import (
 	"context"
 	"encoding/json"
-	"runtime/metrics"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/crdplane/crdplane/pkg/fuzzalloc"
 )
-
-// fuzzHeapAllocated returns the bytes the process has allocated so far
-// (cheap: no stop-the-world, unlike runtime.ReadMemStats).
-func fuzzHeapAllocated() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
-
-// fuzzCheckAlloc fails when fn allocated more than a fixed allowance plus
-// perByte for every byte of input.
-func fuzzCheckAlloc(t *testing.T, input, perByte int, fn func()) {
-	t.Helper()
-	before := fuzzHeapAllocated()
-	fn()
-	if alloc, limit := fuzzHeapAllocated()-before, uint64(64<<20+perByte*input); alloc > limit {
-		t.Fatalf("allocated %d bytes for %d bytes of input", alloc, input)
-	}
-}
 
 func fuzzIsStatus(t *testing.T, err error) {
 	t.Helper()
@@ -90,7 +72,7 @@ func FuzzCRDValidation(f *testing.F) {
 		if !update {
 			stored = nil
 		}
-		fuzzCheckAlloc(t, len(body), 2000, func() { fuzzValidate(t, body, stored, status) })
+		fuzzalloc.Check(t, len(body), 2000, func() { fuzzValidate(t, body, stored, status) })
 	})
 }
 
@@ -107,7 +89,7 @@ func FuzzCRDPatch(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fuzzCheckAlloc(t, len(patch), 2000, func() {
+		fuzzalloc.Check(t, len(patch), 2000, func() {
 			patched, err := applyPatch(original, fuzzPatchTypes[int(patchType)%len(fuzzPatchTypes)], patch)
 			if err != nil {
 				fuzzIsStatus(t, err)

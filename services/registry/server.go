@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/crdplane/crdplane/pkg/fielderr"
+	"github.com/crdplane/crdplane/pkg/fieldmanager"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
@@ -38,40 +39,58 @@ func (s *server) Create(ctx context.Context, req *registryv1.CreateRequest) (*re
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
-	sentRV := crd.ResourceVersion
-	if err := prepareForCreate(crd); err != nil {
+	if crd, err = trackUpdate(nil, crd, "", managerOf(req.GetOptions())); err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
-	more, err := validateCRDWithWarnings(ctx, s.checks, crd, nil)
+	out, more, err := s.create(ctx, crd, req.GetOptions().GetDryRun())
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
-	}
-	// v1.33's CRD strategy has no warnings of its own (WarningsOnCreate
-	// is nil: no "unrecognized format", no set-of-objects warning, which
-	// came in later versions).
-	warnings = append(warnings, more...)
-	out := crd
-	if req.GetOptions().GetDryRun() {
-		// a dry run still finds an existing CRD
-		if _, err := s.st.get(ctx, crd.Name); err == nil {
-			return nil, kstatus.ToGRPC(apierrors.NewAlreadyExists(crdGR, crd.Name))
-		} else if !apierrors.IsNotFound(err) {
-			return nil, kstatus.ToGRPC(err)
-		}
-	} else {
-		if sentRV != "" && sentRV != "0" {
-			return nil, kstatus.ToGRPC(errResourceVersionOnCreate)
-		}
-		if out, err = s.st.create(ctx, crd); err != nil {
-			return nil, kstatus.ToGRPC(err)
-		}
-		s.inf.observe(out)
 	}
 	data, err := encodeCRD(out)
 	if err != nil {
 		return nil, kstatus.ToGRPC(apierrors.NewInternalError(err))
 	}
-	return &registryv1.CreateResponse{Object: data, Warnings: warnings}, nil
+	return &registryv1.CreateResponse{Object: data, Warnings: append(warnings, more...)}, nil
+}
+
+// managerOf is the field manager of a write (the fieldManager parameter,
+// else derived from the User-Agent).
+func managerOf(opts *registryv1.WriteOptions) string {
+	return fieldmanager.Name(opts.GetFieldManager(), opts.GetUserAgent())
+}
+
+// create prepares, validates and (unless dryRun) stores a new CRD (as
+// decoded, managedFields recorded).
+func (s *server) create(ctx context.Context, crd *CRD, dryRun bool) (*CRD, []string, error) {
+	sentRV := crd.ResourceVersion
+	if err := prepareForCreate(crd); err != nil {
+		return nil, nil, err
+	}
+	warnings, err := validateCRDWithWarnings(ctx, s.checks, crd, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	// v1.33's CRD strategy has no warnings of its own (WarningsOnCreate
+	// is nil: no "unrecognized format", no set-of-objects warning, which
+	// came in later versions).
+	out := crd
+	if dryRun {
+		// a dry run still finds an existing CRD
+		if _, err := s.st.get(ctx, crd.Name); err == nil {
+			return nil, nil, apierrors.NewAlreadyExists(crdGR, crd.Name)
+		} else if !apierrors.IsNotFound(err) {
+			return nil, nil, err
+		}
+	} else {
+		if sentRV != "" && sentRV != "0" {
+			return nil, nil, errResourceVersionOnCreate
+		}
+		if out, err = s.st.create(ctx, crd); err != nil {
+			return nil, nil, err
+		}
+		s.inf.observe(out)
+	}
+	return out, warnings, nil
 }
 
 // errResourceVersionOnCreate is what kube-apiserver answers (a 500 without
@@ -127,6 +146,9 @@ func (s *server) Update(ctx context.Context, req *registryv1.UpdateRequest) (*re
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
+	if crd, err = trackUpdate(cur, crd, req.GetSubresource(), managerOf(req.GetOptions())); err != nil {
+		return nil, kstatus.ToGRPC(err)
+	}
 	out, more, err := s.update(ctx, crd, cur, req.GetSubresource(), req.GetOptions().GetDryRun())
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
@@ -144,6 +166,9 @@ func (s *server) Update(ctx context.Context, req *registryv1.UpdateRequest) (*re
 func (s *server) Patch(ctx context.Context, req *registryv1.PatchRequest) (*registryv1.PatchResponse, error) {
 	if err := checkSubresource(req.GetSubresource()); err != nil {
 		return nil, kstatus.ToGRPC(err)
+	}
+	if req.GetPatchType() == applyPatchType {
+		return s.apply(ctx, req)
 	}
 	pinned := patchSetsResourceVersion(req.GetPatchType(), req.GetPatch())
 	for attempt := 0; ; attempt++ {
@@ -175,6 +200,9 @@ func (s *server) Patch(ctx context.Context, req *registryv1.PatchRequest) (*regi
 		if err := checkName(crd, req.GetName()); err != nil {
 			return nil, kstatus.ToGRPC(err)
 		}
+		if crd, err = trackUpdate(cur, crd, req.GetSubresource(), managerOf(req.GetOptions())); err != nil {
+			return nil, kstatus.ToGRPC(err)
+		}
 		out, more, err := s.update(ctx, crd, cur, req.GetSubresource(), req.GetOptions().GetDryRun())
 		if apierrors.IsConflict(err) && !pinned && attempt < maxCASRetries {
 			continue
@@ -187,6 +215,50 @@ func (s *server) Patch(ctx context.Context, req *registryv1.PatchRequest) (*regi
 			return nil, kstatus.ToGRPC(apierrors.NewInternalError(err))
 		}
 		return &registryv1.PatchResponse{Object: data, Warnings: append(warnings, more...)}, nil
+	}
+}
+
+// apply is a server-side apply of a CRD or its status: merged into the
+// stored CRD by the field manager (a CRD that does not exist is created
+// from the apply, as upstream; its status is not), then written as an
+// update (or a create), starting over when another writer got in first
+// unless the apply names a resourceVersion.
+func (s *server) apply(ctx context.Context, req *registryv1.PatchRequest) (*registryv1.PatchResponse, error) {
+	opts := req.GetOptions()
+	for attempt := 0; ; attempt++ {
+		cur, err := s.st.get(ctx, req.GetName())
+		if err != nil && (!apierrors.IsNotFound(err) || req.GetSubresource() != "") {
+			return nil, kstatus.ToGRPC(err)
+		}
+		crd, warnings, err := applyCRD(cur, req.GetPatch(), req.GetSubresource(), opts.GetFieldManager(), opts.GetForce(), opts.GetFieldValidation())
+		if err != nil {
+			return nil, kstatus.ToGRPC(err)
+		}
+		if err := checkName(crd, req.GetName()); err != nil {
+			return nil, kstatus.ToGRPC(err)
+		}
+		var out *CRD
+		var more []string
+		if cur == nil {
+			out, more, err = s.create(ctx, crd, opts.GetDryRun())
+			if apierrors.IsAlreadyExists(err) && attempt < maxCASRetries {
+				continue
+			}
+		} else {
+			pinned := crd.ResourceVersion != cur.ResourceVersion
+			out, more, err = s.update(ctx, crd, cur, req.GetSubresource(), opts.GetDryRun())
+			if apierrors.IsConflict(err) && !pinned && attempt < maxCASRetries {
+				continue
+			}
+		}
+		if err != nil {
+			return nil, kstatus.ToGRPC(err)
+		}
+		data, err := encodeCRD(out)
+		if err != nil {
+			return nil, kstatus.ToGRPC(apierrors.NewInternalError(err))
+		}
+		return &registryv1.PatchResponse{Object: data, Warnings: append(warnings, more...), Created: cur == nil}, nil
 	}
 }
 

@@ -3,32 +3,14 @@ package storage
 import (
 	"encoding/json"
 	"path"
-	"runtime/metrics"
 	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/crdplane/crdplane/pkg/fuzzalloc"
 )
-
-// fuzzHeapAllocated returns the bytes the process has allocated so far
-// (cheap: no stop-the-world, unlike runtime.ReadMemStats).
-func fuzzHeapAllocated() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
-
-// fuzzCheckAlloc fails when fn allocated more than a fixed allowance plus
-// perByte for every byte of input.
-func fuzzCheckAlloc(t *testing.T, input, perByte int, fn func()) {
-	t.Helper()
-	before := fuzzHeapAllocated()
-	fn()
-	if alloc, limit := fuzzHeapAllocated()-before, uint64(64<<20+perByte*input); alloc > limit {
-		t.Fatalf("allocated %d bytes for %d bytes of input", alloc, input)
-	}
-}
 
 // FuzzSelector: label and field selectors (as a list request sends them)
 // parse or fail with a 400, never panic, and match a stored object (valid
@@ -37,7 +19,7 @@ func fuzzCheckAlloc(t *testing.T, input, perByte int, fn func()) {
 func FuzzSelector(f *testing.F) {
 	selectable := []string{".spec.color", "spec.size"}
 	f.Fuzz(func(t *testing.T, labelSel, fieldSel string, obj []byte) {
-		fuzzCheckAlloc(t, len(labelSel)+len(fieldSel)+len(obj), 1000, func() {
+		fuzzalloc.Check(t, len(labelSel)+len(fieldSel)+len(obj), 1000, func() {
 			s, err := newSelector(labelSel, fieldSel, selectable)
 			if err != nil {
 				if st, ok := err.(apierrors.APIStatus); !ok || st.Status().Code != 400 {
@@ -76,7 +58,7 @@ func FuzzSelector(f *testing.F) {
 func FuzzDecodeContinue(f *testing.F) {
 	const prefix = "/registry/stable.example.com/crontabs/"
 	f.Fuzz(func(t *testing.T, token string) {
-		fuzzCheckAlloc(t, len(token), 1000, func() {
+		fuzzalloc.Check(t, len(token), 1000, func() {
 			key, rv, err := decodeContinue(token, prefix)
 			if err != nil {
 				return

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/crdplane/crdplane/pkg/fielderr"
+	"github.com/crdplane/crdplane/pkg/fieldmanager"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
@@ -63,9 +64,13 @@ func (s *Service) admit(ctx context.Context, req *validatorv1.AdmitRequest) (*va
 	if err != nil {
 		return nil, err
 	}
-	a := admission{cv: cv, update: req.GetOperation() == validatorv1.Operation_OPERATION_UPDATE, status: req.GetSubresource() == "status"}
+	op := req.GetOperation()
+	a := admission{cv: cv, update: op == validatorv1.Operation_OPERATION_UPDATE || op == validatorv1.Operation_OPERATION_PATCH, status: req.GetSubresource() == "status", scale: req.GetSubresource() == "scale"}
 	if a.status && !cv.hasStatus {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("CustomResourceDefinition %s version %s has no status subresource", cv.crdName, cv.version))
+	}
+	if op == validatorv1.Operation_OPERATION_APPLY {
+		return a.apply(ctx, req)
 	}
 
 	// Upstream's decoder decodes the whole request before the strategies
@@ -110,6 +115,18 @@ func (s *Service) admit(ctx context.Context, req *validatorv1.AdmitRequest) (*va
 		}
 	}
 
+	if req.GetManagedFields() {
+		if obj, err = a.updateManagedFields(obj, fieldmanager.Name(req.GetFieldManager(), req.GetUserAgent())); err != nil {
+			return nil, err
+		}
+	}
+	return a.finish(ctx, obj, len(req.GetObject()))
+}
+
+// finish validates an admitted object and encodes it: causes (and no
+// object) when it is invalid, else the object and the warnings.
+func (a *admission) finish(ctx context.Context, obj map[string]any, sizeHint int) (*validatorv1.AdmitResponse, error) {
+	var err error
 	errs := a.validate(ctx, obj)
 	resp := &validatorv1.AdmitResponse{}
 	if len(errs) > 0 {
@@ -122,7 +139,7 @@ func (s *Service) admit(ctx context.Context, req *validatorv1.AdmitRequest) (*va
 		a.warnings = append(a.warnings, finalizerWarnings(obj, a.old)...)
 	}
 	resp.Warnings = dedup(a.warnings)
-	if resp.Object, err = jsonenc.Append(make([]byte, 0, len(req.GetObject())+256), obj); err != nil {
+	if resp.Object, err = jsonenc.Append(make([]byte, 0, sizeHint+256), obj); err != nil {
 		return nil, fmt.Errorf("encode object: %w", err)
 	}
 	return resp, nil
@@ -141,14 +158,27 @@ func checkRequest(req *validatorv1.AdmitRequest) error {
 		if req.GetSubresource() != "" {
 			problems = append(problems, "subresource writes are updates")
 		}
-	case validatorv1.Operation_OPERATION_UPDATE:
+	case validatorv1.Operation_OPERATION_UPDATE, validatorv1.Operation_OPERATION_PATCH:
 		if len(req.GetOldObject()) == 0 {
-			problems = append(problems, "old_object is required for UPDATE")
+			problems = append(problems, "old_object is required for "+strings.TrimPrefix(req.GetOperation().String(), "OPERATION_"))
+		}
+	case validatorv1.Operation_OPERATION_APPLY:
+		if !req.GetManagedFields() {
+			problems = append(problems, "APPLY needs managed_fields")
+		}
+		if req.GetFieldManager() == "" {
+			problems = append(problems, "field_manager is required for APPLY")
+		}
+		if req.GetSubresource() != "" && len(req.GetOldObject()) == 0 { // subresources do not create
+			problems = append(problems, "an APPLY of a subresource needs old_object")
+		}
+		if req.GetName() == "" {
+			problems = append(problems, "name is required for APPLY")
 		}
 	default:
-		problems = append(problems, "operation must be CREATE or UPDATE")
+		problems = append(problems, "operation must be CREATE, UPDATE, PATCH or APPLY")
 	}
-	if sub := req.GetSubresource(); sub != "" && sub != "status" {
+	if sub := req.GetSubresource(); sub != "" && sub != "status" && sub != "scale" {
 		problems = append(problems, fmt.Sprintf("subresource %q is not admitted by the validator", sub))
 	}
 	switch fv := req.GetFieldValidation(); fv {
@@ -156,7 +186,7 @@ func checkRequest(req *validatorv1.AdmitRequest) error {
 	default:
 		problems = append(problems, fmt.Sprintf("field_validation %q must be Strict, Warn, Ignore or empty", fv))
 	}
-	if len(req.GetObject()) == 0 {
+	if len(req.GetObject()) == 0 && req.GetOperation() != validatorv1.Operation_OPERATION_APPLY {
 		problems = append(problems, "object is required")
 	}
 	if len(problems) > 0 {
@@ -170,7 +200,10 @@ type admission struct {
 	cv     *compiledVersion
 	update bool
 	status bool
-	old    map[string]any
+	// scale: a write of the scale subresource, validated as an update of
+	// the main resource; its managedFields go through the Scale.
+	scale bool
+	old   map[string]any
 	// corr correlates the object with the old one on update, shared by
 	// schema and CEL ratcheting (as upstream's CorrelatedObject).
 	corr     *schema.Correlation

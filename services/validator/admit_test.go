@@ -193,7 +193,7 @@ func TestAdmitErrors(t *testing.T) {
 		{"no object", &validatorv1.AdmitRequest{Crd: cronTabRef, Version: "v1", Operation: validatorv1.Operation_OPERATION_CREATE},
 			400, `invalid AdmitRequest: object is required`},
 		{"no operation", &validatorv1.AdmitRequest{Crd: cronTabRef, Version: "v1", Object: valid},
-			400, `invalid AdmitRequest: operation must be CREATE or UPDATE`},
+			400, `invalid AdmitRequest: operation must be CREATE, UPDATE, PATCH or APPLY`},
 		{"update without old", &validatorv1.AdmitRequest{Crd: cronTabRef, Version: "v1", Operation: validatorv1.Operation_OPERATION_UPDATE, Object: valid},
 			400, `invalid AdmitRequest: old_object is required for UPDATE`},
 		{"not JSON", &validatorv1.AdmitRequest{Crd: cronTabRef, Version: "v1", Operation: validatorv1.Operation_OPERATION_CREATE, Object: []byte("{")},

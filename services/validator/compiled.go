@@ -26,6 +26,10 @@ type compiledVersion struct {
 	hasStatus  bool
 	status     *schema.Schema // .status's schema when the status subresource is on
 	scale      *apiextensionsv1.CustomResourceSubresourceScale
+	// crd is the CRD compiled (read only); fm its field managers, built
+	// on first use.
+	crd *CRD
+	fm  fieldManagers
 }
 
 func findVersion(crd *CRD, version string) (*apiextensionsv1.CustomResourceDefinitionVersion, error) {
@@ -67,6 +71,7 @@ func compileVersion(crd *CRD, version string) (*compiledVersion, error) {
 		namespaced: crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
 		schema:     s,
 		cel:        celValidator,
+		crd:        crd,
 	}
 	if sub := v.Subresources; sub != nil {
 		if sub.Status != nil {

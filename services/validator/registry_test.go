@@ -56,7 +56,7 @@ func crdEvent(typ commonv1.EventType, crd *CRD) *registryv1.WatchResponse {
 	return &registryv1.WatchResponse{Type: typ, Object: b, ResourceVersion: crd.Generation + 1}
 }
 
-func loadCRD(t *testing.T, path string) *CRD {
+func loadCRD(t testing.TB, path string) *CRD {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

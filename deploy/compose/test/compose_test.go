@@ -17,13 +17,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +29,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/crdplane/crdplane/deploy/composestack"
 )
 
 // Bounds the test enforces.
@@ -61,12 +60,12 @@ func TestCompose(t *testing.T) {
 
 	s.kubectlScenario()
 
-	l := newLoad(t, s.kubeconfig)
+	l := newLoad(t, s.Kubeconfig)
 	l.start(workers)
 	defer l.stop()
 
 	// Warm-up: everything healthy, admission spread over the validators.
-	validators := s.containers("validator")
+	validators := s.MustContainers("validator")
 	if len(validators) != 3 {
 		t.Fatalf("validator replicas: %v", validators)
 	}
@@ -99,7 +98,7 @@ func TestCompose(t *testing.T) {
 	// Fault 1: a validator replica stops (SIGTERM: it drains).
 	stopped := validators[1]
 	tStop := time.Now()
-	s.docker("stop", stopped)
+	s.MustDocker("stop", stopped)
 	t.Logf("stopped validator %s in %s", stopped, time.Since(tStop).Round(10*time.Millisecond))
 	time.Sleep(faultTime)
 	s.checkRecovery(l, "validator stop", tStop, validatorRecovery)
@@ -107,7 +106,7 @@ func TestCompose(t *testing.T) {
 	// Fault 2: the etcd leader dies (SIGKILL).
 	leader := s.etcdLeader()
 	tKill := time.Now()
-	s.docker("kill", leader)
+	s.MustDocker("kill", leader)
 	t.Logf("killed the etcd leader %s", leader)
 	time.Sleep(faultTime)
 	s.checkRecovery(l, "etcd leader kill", tKill, etcdRecovery)
@@ -117,9 +116,13 @@ func TestCompose(t *testing.T) {
 
 	// Both come back.
 	tBack := time.Now()
-	s.docker("start", stopped, leader)
-	s.waitHealthy(stopped)
-	s.waitEtcdHealthy(leader)
+	s.MustDocker("start", stopped, leader)
+	if err := s.WaitHealthy(stopped, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitEtcdHealthy(leader, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("validator and etcd member back in %s", time.Since(tBack).Round(100*time.Millisecond))
 	tRestored := time.Now()
 	time.Sleep(afterTime)
@@ -149,74 +152,35 @@ func TestCompose(t *testing.T) {
 	t.Logf("compose test done in %s", time.Since(began).Round(100*time.Millisecond))
 }
 
-// stack is the compose project under test.
+// stack is the compose project under test, with kubectl.
 type stack struct {
+	*composestack.Stack
 	t          *testing.T
-	compose    []string
-	project    string
-	env        []string
-	kubeconfig string
 	kubectlBin string
 	cacheDir   string
 }
 
 func newStack(t *testing.T) *stack {
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		t.Fatal(err)
+	return &stack{
+		Stack: composestack.New(t, composestack.Config{
+			Root:            "../../..",
+			ProjectPrefix:   "crdplanetest",
+			Files:           []string{"deploy/compose/docker-compose.yaml", "deploy/compose/test/docker-compose.test.yaml"},
+			UpTimeout:       4 * time.Minute,
+			DownTimeout:     2 * time.Minute,
+			FailureLogLines: 60,
+		}),
+		t:          t,
+		kubectlBin: kubectlBinary(),
+		cacheDir:   t.TempDir(),
 	}
-	s := &stack{t: t, kubectlBin: kubectlBinary(), cacheDir: t.TempDir()}
-	s.project = os.Getenv("COMPOSE_PROJECT_NAME")
-	if s.project == "" {
-		s.project = fmt.Sprintf("crdplanetest%d", os.Getpid())
-	}
-	s.compose = strings.Fields(os.Getenv("COMPOSE"))
-	if len(s.compose) == 0 {
-		s.compose = []string{"docker", "compose"}
-		if exec.Command("docker", "compose", "version").Run() != nil {
-			s.compose = []string{"docker-compose"}
-		}
-	}
-	files := os.Getenv("COMPOSE_FILE")
-	if files == "" {
-		files = filepath.Join(root, "deploy/compose/docker-compose.yaml") + ":" + filepath.Join(root, "deploy/compose/test/docker-compose.test.yaml")
-	}
-	kcDir := os.Getenv("CRDPLANE_KUBECONFIG_DIR")
-	if kcDir == "" {
-		kcDir = t.TempDir()
-	}
-	s.kubeconfig = filepath.Join(kcDir, "kubeconfig")
-	s.env = append(os.Environ(),
-		"COMPOSE_PROJECT_NAME="+s.project,
-		"COMPOSE_FILE="+files,
-		"COMPOSE_PATH_SEPARATOR=:",
-		"CRDPLANE_KUBECONFIG_DIR="+kcDir,
-		"CRDPLANE_PORT="+strconv.Itoa(freePort(t)),
-	)
-	t.Cleanup(s.down)
-	return s
 }
 
-func (s *stack) run(timeout time.Duration, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = s.env
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
-}
-
-func (s *stack) composeCmd(timeout time.Duration, args ...string) (string, error) {
-	return s.run(timeout, s.compose[0], append(slices.Clone(s.compose[1:]), args...)...)
-}
-
+// up starts the project and waits until the gateway's /readyz answers ok
+// through kubectl (TLS and the token of the kubeconfig the pki step wrote).
 func (s *stack) up() {
 	s.t.Helper()
-	if out, err := s.composeCmd(4*time.Minute, "up", "-d"); err != nil {
-		s.t.Fatalf("compose up: %v\n%s", err, out)
-	}
+	s.MustUp()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		out, err := s.kubectlRun("get", "--raw", "/readyz")
@@ -230,74 +194,6 @@ func (s *stack) up() {
 	}
 }
 
-func (s *stack) down() {
-	if s.t.Failed() {
-		out, _ := s.composeCmd(time.Minute, "ps", "-a")
-		s.t.Logf("compose ps:\n%s", out)
-		out, _ = s.composeCmd(time.Minute, "logs", "--no-color", "--tail=60")
-		s.t.Logf("compose logs:\n%s", out)
-	}
-	if out, err := s.composeCmd(2*time.Minute, "down", "--volumes", "--remove-orphans", "--timeout", "5"); err != nil {
-		s.t.Errorf("compose down: %v\n%s", err, out)
-	}
-}
-
-func (s *stack) docker(args ...string) string {
-	s.t.Helper()
-	out, err := s.run(time.Minute, "docker", args...)
-	if err != nil {
-		s.t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(out)
-}
-
-// containers lists the containers of a compose service, in replica order.
-func (s *stack) containers(service string) []string {
-	s.t.Helper()
-	out := s.docker("ps", "-a",
-		"--filter", "label=com.docker.compose.project="+s.project,
-		"--filter", "label=com.docker.compose.service="+service,
-		"--format", `{{.Label "com.docker.compose.container-number"}} {{.Names}}`)
-	type c struct {
-		n    int
-		name string
-	}
-	var cs []c
-	for _, line := range strings.Split(out, "\n") {
-		num, name, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if !ok {
-			continue
-		}
-		n, _ := strconv.Atoi(num)
-		cs = append(cs, c{n, name})
-	}
-	slices.SortFunc(cs, func(a, b c) int { return a.n - b.n })
-	names := make([]string, len(cs))
-	for i, c := range cs {
-		names[i] = c.name
-	}
-	return names
-}
-
-// hostAddr is the loopback address a container's port is published on.
-func (s *stack) hostAddr(container, port string) string {
-	s.t.Helper()
-	out := s.docker("port", container, port+"/tcp")
-	addr, _, _ := strings.Cut(out, "\n")
-	return strings.TrimSpace(addr)
-}
-
-func httpGet(url string) (int, string, error) {
-	c := &http.Client{Timeout: 3 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
-
 var admitLine = regexp.MustCompile(`(?m)^crdplane_grpc_server_handled_total\{[^}]*grpc_method="Admit"[^}]*\} (\S+)$`)
 
 // admitCounts reads each validator's count of Admit calls from /metrics.
@@ -305,7 +201,7 @@ func (s *stack) admitCounts(validators []string) []float64 {
 	s.t.Helper()
 	counts := make([]float64, len(validators))
 	for i, v := range validators {
-		code, body, err := httpGet("http://" + s.hostAddr(v, "7103") + "/metrics")
+		code, body, err := composestack.HTTPGet("http://" + s.MustHostAddr(v, "7103") + "/metrics")
 		if err != nil || code != http.StatusOK {
 			s.t.Fatalf("%s /metrics: %d %v", v, code, err)
 		}
@@ -320,50 +216,11 @@ func (s *stack) admitCounts(validators []string) []float64 {
 // etcdLeader is the container of the etcd leader.
 func (s *stack) etcdLeader() string {
 	s.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		for _, svc := range []string{"etcd-0", "etcd-1", "etcd-2"} {
-			for _, c := range s.containers(svc) {
-				if st := s.docker("inspect", "-f", "{{.State.Running}}", c); st != "true" {
-					continue
-				}
-				_, body, err := httpGet("http://" + s.hostAddr(c, "2379") + "/metrics")
-				if err == nil && strings.Contains(body, "\netcd_server_is_leader 1\n") {
-					return c
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatal("no etcd leader")
-		}
-		time.Sleep(200 * time.Millisecond)
+	leader, err := s.EtcdLeader(30 * time.Second)
+	if err != nil {
+		s.t.Fatal(err)
 	}
-}
-
-func (s *stack) waitHealthy(container string) {
-	s.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for s.docker("inspect", "-f", "{{.State.Health.Status}}", container) != "healthy" {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("%s did not become healthy", container)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func (s *stack) waitEtcdHealthy(container string) {
-	s.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		code, body, err := httpGet("http://" + s.hostAddr(container, "2379") + "/health")
-		if err == nil && code == http.StatusOK && strings.Contains(body, `"health":"true"`) {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("etcd member %s not healthy: %d %s %v", container, code, body, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	return leader
 }
 
 // checkRecovery checks that requests started recovery after a fault at
@@ -390,7 +247,7 @@ func (s *stack) checkRecovery(l *load, fault string, tFault time.Time, recovery 
 }
 
 func (s *stack) kubectlRun(args ...string) (string, error) {
-	return s.run(time.Minute, s.kubectlBin, append([]string{"--kubeconfig", s.kubeconfig, "--cache-dir", s.cacheDir}, args...)...)
+	return s.Run(time.Minute, s.kubectlBin, append([]string{"--kubeconfig", s.Kubeconfig, "--cache-dir", s.cacheDir}, args...)...)
 }
 
 func (s *stack) kubectl(args ...string) string {
@@ -643,13 +500,4 @@ func kubectlBinary() string {
 		}
 	}
 	return "kubectl"
-}
-
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

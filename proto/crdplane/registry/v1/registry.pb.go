@@ -29,8 +29,14 @@ type WriteOptions struct {
 	FieldManager string                 `protobuf:"bytes,2,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
 	// "Strict", "Warn", "Ignore" or "".
 	FieldValidation string `protobuf:"bytes,3,opt,name=field_validation,json=fieldValidation,proto3" json:"field_validation,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The force query parameter of an apply patch.
+	Force bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	// The request's User-Agent header: the field manager of a write without
+	// fieldManager is derived from it (the part before the first "/"), as
+	// upstream does for metadata.managedFields.
+	UserAgent     string `protobuf:"bytes,5,opt,name=user_agent,json=userAgent,proto3" json:"user_agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteOptions) Reset() {
@@ -80,6 +86,20 @@ func (x *WriteOptions) GetFieldManager() string {
 func (x *WriteOptions) GetFieldValidation() string {
 	if x != nil {
 		return x.FieldValidation
+	}
+	return ""
+}
+
+func (x *WriteOptions) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *WriteOptions) GetUserAgent() string {
+	if x != nil {
+		return x.UserAgent
 	}
 	return ""
 }
@@ -588,9 +608,12 @@ func (x *PatchRequest) GetOptions() *WriteOptions {
 }
 
 type PatchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Object        []byte                 `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
-	Warnings      []string               `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Object   []byte                 `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	Warnings []string               `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// An apply (patch_type application/apply-patch+yaml) of a CRD that did
+	// not exist created it: the caller answers 201.
+	Created       bool `protobuf:"varint,3,opt,name=created,proto3" json:"created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -637,6 +660,13 @@ func (x *PatchResponse) GetWarnings() []string {
 		return x.Warnings
 	}
 	return nil
+}
+
+func (x *PatchResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
 }
 
 type DeleteRequest struct {
@@ -1021,11 +1051,14 @@ var File_crdplane_registry_v1_registry_proto protoreflect.FileDescriptor
 
 const file_crdplane_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
-	"#crdplane/registry/v1/registry.proto\x12\x14crdplane.registry.v1\x1a\x1fcrdplane/common/v1/common.proto\"w\n" +
+	"#crdplane/registry/v1/registry.proto\x12\x14crdplane.registry.v1\x1a\x1fcrdplane/common/v1/common.proto\"\xac\x01\n" +
 	"\fWriteOptions\x12\x17\n" +
 	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12#\n" +
 	"\rfield_manager\x18\x02 \x01(\tR\ffieldManager\x12)\n" +
-	"\x10field_validation\x18\x03 \x01(\tR\x0ffieldValidation\"e\n" +
+	"\x10field_validation\x18\x03 \x01(\tR\x0ffieldValidation\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\x12\x1d\n" +
+	"\n" +
+	"user_agent\x18\x05 \x01(\tR\tuserAgent\"e\n" +
 	"\rCreateRequest\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\x12<\n" +
 	"\aoptions\x18\x02 \x01(\v2\".crdplane.registry.v1.WriteOptionsR\aoptions\"D\n" +
@@ -1059,10 +1092,11 @@ const file_crdplane_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"patch_type\x18\x03 \x01(\tR\tpatchType\x12\x14\n" +
 	"\x05patch\x18\x04 \x01(\fR\x05patch\x12<\n" +
-	"\aoptions\x18\x05 \x01(\v2\".crdplane.registry.v1.WriteOptionsR\aoptions\"C\n" +
+	"\aoptions\x18\x05 \x01(\v2\".crdplane.registry.v1.WriteOptionsR\aoptions\"]\n" +
 	"\rPatchResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\x12\x1a\n" +
-	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\xab\x01\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12\x18\n" +
+	"\acreated\x18\x03 \x01(\bR\acreated\"\xab\x01\n" +
 	"\rDeleteRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x10precondition_uid\x18\x02 \x01(\tR\x0fpreconditionUid\x12B\n" +

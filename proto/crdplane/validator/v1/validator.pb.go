@@ -29,6 +29,16 @@ const (
 	Operation_OPERATION_UNSPECIFIED Operation = 0
 	Operation_OPERATION_CREATE      Operation = 1
 	Operation_OPERATION_UPDATE      Operation = 2
+	// A JSON or merge patch, already applied by the caller: admitted as an
+	// update (object = the patched object, old_object = the stored one);
+	// managedFields record it as an "Update", as upstream's patcher does.
+	Operation_OPERATION_PATCH Operation = 3
+	// A server-side apply (PATCH application/apply-patch+yaml): the validator
+	// merges apply_patch into old_object (or, when old_object is empty, into
+	// an empty object: apply creates) with the CRD version's structural
+	// schema, then defaults, prunes and validates the result as an update
+	// (or a create). `object` is ignored.
+	Operation_OPERATION_APPLY Operation = 4
 )
 
 // Enum value maps for Operation.
@@ -37,11 +47,15 @@ var (
 		0: "OPERATION_UNSPECIFIED",
 		1: "OPERATION_CREATE",
 		2: "OPERATION_UPDATE",
+		3: "OPERATION_PATCH",
+		4: "OPERATION_APPLY",
 	}
 	Operation_value = map[string]int32{
 		"OPERATION_UNSPECIFIED": 0,
 		"OPERATION_CREATE":      1,
 		"OPERATION_UPDATE":      2,
+		"OPERATION_PATCH":       3,
+		"OPERATION_APPLY":       4,
 	}
 )
 
@@ -82,8 +96,12 @@ type AdmitRequest struct {
 	Object []byte `protobuf:"bytes,4,opt,name=object,proto3" json:"object,omitempty"`
 	// The stored object on update (JSON, at `version`), else empty.
 	OldObject []byte `protobuf:"bytes,5,opt,name=old_object,json=oldObject,proto3" json:"old_object,omitempty"`
-	// "" or "status": on status writes only .status is validated against the
-	// OpenAPI schema (CEL rules run on the whole object, as upstream).
+	// "", "status" or "scale": on status writes only .status is validated
+	// against the OpenAPI schema (CEL rules run on the whole object, as
+	// upstream); a scale write (object = the stored object with the new
+	// replicas) is validated as an update of the main resource, and with
+	// managed_fields its managedFields entries are the Scale's (subresource
+	// "scale"), as upstream's scale subresource records them.
 	Subresource string `protobuf:"bytes,6,opt,name=subresource,proto3" json:"subresource,omitempty"`
 	// The request's fieldValidation directive: "Strict", "Warn", "Ignore" or
 	// "" (= Warn, kube-apiserver's default). Under Strict, unknown fields fail
@@ -109,6 +127,47 @@ type AdmitRequest struct {
 	// unknown fields (and decoding errors) count: `object` is what is
 	// validated and returned.
 	RequestObject []byte `protobuf:"bytes,9,opt,name=request_object,json=requestObject,proto3" json:"request_object,omitempty"`
+	// --- Server-side apply and metadata.managedFields (issue 14) ---
+	//
+	// With managed_fields set the validator maintains metadata.managedFields
+	// of the returned object as kube-apiserver's field manager does (a
+	// managedfields.FieldManager per CRD version and subresource, its type
+	// converter built from the version's structural schema): for CREATE,
+	// UPDATE and PATCH an "Update" entry of the manager (time-bucketed: one
+	// entry per manager, operation, apiVersion and subresource, time = now),
+	// for APPLY an "Apply" entry. Without it (callers that predate SSA)
+	// managedFields pass through untouched and APPLY is refused.
+	//
+	// The order is upstream's handlers': decode (prune, default), the field
+	// manager's Update or Apply (apply: merge, then the result decoded again:
+	// pruned and defaulted), validation, and only then is the object
+	// returned; nothing is returned on any error. Apply conflicts are a gRPC
+	// error carrying upstream's 409 Conflict Status (one cause per
+	// conflicting field and manager, upstream's wording); managedFields the
+	// client sent in a shape the field manager cannot decode are reset, as
+	// upstream does.
+	ManagedFields bool `protobuf:"varint,10,opt,name=managed_fields,json=managedFields,proto3" json:"managed_fields,omitempty"`
+	// The request's fieldManager query parameter. Required for APPLY (else
+	// 422 on PatchOptions, as upstream). For other operations "" means the
+	// manager is derived from user_agent as upstream does: the part before
+	// the first "/", non-printable runes dropped, at most 128 bytes.
+	FieldManager string `protobuf:"bytes,11,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	// The request's User-Agent header (for the default manager name).
+	UserAgent string `protobuf:"bytes,12,opt,name=user_agent,json=userAgent,proto3" json:"user_agent,omitempty"`
+	// The request's force query parameter (APPLY only): conflicting fields
+	// are taken over instead of answered 409.
+	Force bool `protobuf:"varint,13,opt,name=force,proto3" json:"force,omitempty"`
+	// APPLY: the request body as sent (YAML or JSON, application/apply-patch+yaml).
+	// Decoding errors are upstream's 400 "error decoding YAML: ..."; a kind
+	// or apiVersion other than the path's is upstream's 400.
+	ApplyPatch []byte `protobuf:"bytes,14,opt,name=apply_patch,json=applyPatch,proto3" json:"apply_patch,omitempty"`
+	// APPLY: the request path's namespace and name. The merged object takes
+	// them when it has none; a different one is upstream's 400 ("the
+	// namespace of the provided object does not match the namespace sent on
+	// the request", "the name of the object (a) does not match the name on
+	// the URL (b)").
+	Namespace     string `protobuf:"bytes,15,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string `protobuf:"bytes,16,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -206,6 +265,55 @@ func (x *AdmitRequest) GetRequestObject() []byte {
 	return nil
 }
 
+func (x *AdmitRequest) GetManagedFields() bool {
+	if x != nil {
+		return x.ManagedFields
+	}
+	return false
+}
+
+func (x *AdmitRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+func (x *AdmitRequest) GetUserAgent() string {
+	if x != nil {
+		return x.UserAgent
+	}
+	return ""
+}
+
+func (x *AdmitRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *AdmitRequest) GetApplyPatch() []byte {
+	if x != nil {
+		return x.ApplyPatch
+	}
+	return nil
+}
+
+func (x *AdmitRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *AdmitRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 type AdmitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The pruned and defaulted object (JSON). Set when causes is empty.
@@ -219,7 +327,10 @@ type AdmitResponse struct {
 	// there are causes: unknown fields (fieldValidation Warn), CEL rule
 	// failures that ratcheting excused on update (the field error's text),
 	// then, only when there are no causes, finalizer-name warnings.
-	Warnings      []string `protobuf:"bytes,3,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,3,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// APPLY: true when old_object was empty and the apply created the object
+	// (the caller answers 201 and writes with a create).
+	Created       bool `protobuf:"varint,4,opt,name=created,proto3" json:"created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -273,6 +384,13 @@ func (x *AdmitResponse) GetWarnings() []string {
 		return x.Warnings
 	}
 	return nil
+}
+
+func (x *AdmitResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
 }
 
 type ValidateCRDRequest struct {
@@ -389,7 +507,7 @@ var File_crdplane_validator_v1_validator_proto protoreflect.FileDescriptor
 
 const file_crdplane_validator_v1_validator_proto_rawDesc = "" +
 	"\n" +
-	"%crdplane/validator/v1/validator.proto\x12\x15crdplane.validator.v1\x1a\x1fcrdplane/common/v1/common.proto\"\xe6\x02\n" +
+	"%crdplane/validator/v1/validator.proto\x12\x15crdplane.validator.v1\x1a\x1fcrdplane/common/v1/common.proto\"\xba\x04\n" +
 	"\fAdmitRequest\x12,\n" +
 	"\x03crd\x18\x01 \x01(\v2\x1a.crdplane.common.v1.CRDRefR\x03crd\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12>\n" +
@@ -400,21 +518,34 @@ const file_crdplane_validator_v1_validator_proto_rawDesc = "" +
 	"\vsubresource\x18\x06 \x01(\tR\vsubresource\x12)\n" +
 	"\x10field_validation\x18\a \x01(\tR\x0ffieldValidation\x12#\n" +
 	"\rstrict_errors\x18\b \x03(\tR\fstrictErrors\x12%\n" +
-	"\x0erequest_object\x18\t \x01(\fR\rrequestObject\"|\n" +
+	"\x0erequest_object\x18\t \x01(\fR\rrequestObject\x12%\n" +
+	"\x0emanaged_fields\x18\n" +
+	" \x01(\bR\rmanagedFields\x12#\n" +
+	"\rfield_manager\x18\v \x01(\tR\ffieldManager\x12\x1d\n" +
+	"\n" +
+	"user_agent\x18\f \x01(\tR\tuserAgent\x12\x14\n" +
+	"\x05force\x18\r \x01(\bR\x05force\x12\x1f\n" +
+	"\vapply_patch\x18\x0e \x01(\fR\n" +
+	"applyPatch\x12\x1c\n" +
+	"\tnamespace\x18\x0f \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x10 \x01(\tR\x04name\"\x96\x01\n" +
 	"\rAdmitResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\x127\n" +
 	"\x06causes\x18\x02 \x03(\v2\x1f.crdplane.common.v1.StatusCauseR\x06causes\x12\x1a\n" +
-	"\bwarnings\x18\x03 \x03(\tR\bwarnings\"?\n" +
+	"\bwarnings\x18\x03 \x03(\tR\bwarnings\x12\x18\n" +
+	"\acreated\x18\x04 \x01(\bR\acreated\"?\n" +
 	"\x12ValidateCRDRequest\x12\x10\n" +
 	"\x03crd\x18\x01 \x01(\fR\x03crd\x12\x17\n" +
 	"\aold_crd\x18\x02 \x01(\fR\x06oldCrd\"j\n" +
 	"\x13ValidateCRDResponse\x127\n" +
 	"\x06causes\x18\x01 \x03(\v2\x1f.crdplane.common.v1.StatusCauseR\x06causes\x12\x1a\n" +
-	"\bwarnings\x18\x02 \x03(\tR\bwarnings*R\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings*|\n" +
 	"\tOperation\x12\x19\n" +
 	"\x15OPERATION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10OPERATION_CREATE\x10\x01\x12\x14\n" +
-	"\x10OPERATION_UPDATE\x10\x022\xcc\x01\n" +
+	"\x10OPERATION_UPDATE\x10\x02\x12\x13\n" +
+	"\x0fOPERATION_PATCH\x10\x03\x12\x13\n" +
+	"\x0fOPERATION_APPLY\x10\x042\xcc\x01\n" +
 	"\x10ValidatorService\x12R\n" +
 	"\x05Admit\x12#.crdplane.validator.v1.AdmitRequest\x1a$.crdplane.validator.v1.AdmitResponse\x12d\n" +
 	"\vValidateCRD\x12).crdplane.validator.v1.ValidateCRDRequest\x1a*.crdplane.validator.v1.ValidateCRDResponseBFZDgithub.com/crdplane/crdplane/proto/crdplane/validator/v1;validatorv1b\x06proto3"

@@ -1,0 +1,242 @@
+// Package upstream is the side-by-side benchmark harness: upstream
+// apiextensions-apiserver v1.33 (the conformance oracle's reference build,
+// bin/apiextensions-upstream, with its embedded etcd) and crdplane's
+// all-in-one binary, each started as a process on loopback with its own data
+// directory, measured by the same client in the same run.
+//
+// Start gives both; Target.Get reads as client-go does (HTTP/2, gzip
+// accepted) and reports the bytes that crossed the wire. The benchmarks in
+// this package use it; later ones (server-side apply, scale) add theirs
+// beside them.
+package upstream
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/crdplane/crdplane/conformance"
+)
+
+// Target is one server under measurement.
+type Target struct {
+	Name   string // "upstream" or "crdplane"
+	URL    string
+	Token  string
+	Client *http.Client
+	server *conformance.Server
+}
+
+// binary is $env, or the file under the repository's bin/ that make builds.
+func binary(env, name string) (string, error) {
+	if b := os.Getenv(env); b != "" {
+		return b, nil
+	}
+	p, err := filepath.Abs(filepath.Join("..", "..", "bin", name))
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s: build it first (make bench-upstream builds both binaries) or set %s", p, env)
+	}
+	return p, nil
+}
+
+// Start runs upstream and crdplane (UPSTREAM_BIN and CRDPLANE_BIN, default
+// bin/apiextensions-upstream and bin/crdplane) with their data under dir;
+// stop ends both.
+func Start(ctx context.Context, dir string) (targets []*Target, stop func(), err error) {
+	upBin, err := binary("UPSTREAM_BIN", "apiextensions-upstream")
+	if err != nil {
+		return nil, nil, err
+	}
+	cpBin, err := binary("CRDPLANE_BIN", "crdplane")
+	if err != nil {
+		return nil, nil, err
+	}
+	up, err := conformance.StartUpstream(ctx, upBin, filepath.Join(dir, "upstream"))
+	if err != nil {
+		return nil, nil, err
+	}
+	cp, err := conformance.StartCrdplane(ctx, cpBin, filepath.Join(dir, "crdplane"))
+	if err != nil {
+		up.Stop()
+		return nil, nil, err
+	}
+	return []*Target{newTarget(up), newTarget(cp)}, func() { cp.Stop(); up.Stop() }, nil
+}
+
+func newTarget(s *conformance.Server) *Target {
+	tr := &http.Transport{
+		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback benchmark servers only
+		ForceAttemptHTTP2:   true,
+		MaxIdleConnsPerHost: 64,
+		// The body is read as it arrives, so its size on the wire is
+		// known; Get asks for gzip itself, as Go's transport (and so
+		// client-go) does by default.
+		DisableCompression: true,
+	}
+	return &Target{Name: s.Name, URL: s.URL, Token: s.Token, server: s,
+		Client: &http.Client{Transport: tr, Timeout: 2 * time.Minute}}
+}
+
+// Response is what one read returned.
+type Response struct {
+	Status      int
+	ContentType string
+	// WireBytes is the size of the body as sent (compressed when the
+	// server compressed it).
+	WireBytes int
+	// Body is the body, decompressed when decode was asked for.
+	Body []byte
+}
+
+// Get reads path with the given Accept, accepting gzip as client-go does.
+// With decode, a compressed body is decompressed into Body.
+func (t *Target) Get(ctx context.Context, path, accept string, decode bool) (Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL+path, nil)
+	if err != nil {
+		return Response{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+t.Token)
+	req.Header.Set("Accept-Encoding", "gzip")
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := t.Client.Do(req)
+	if err != nil {
+		return Response{}, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Response{}, err
+	}
+	r := Response{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), WireBytes: len(raw), Body: raw}
+	if decode && resp.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return r, err
+		}
+		if r.Body, err = io.ReadAll(zr); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// Post sends a JSON body and returns the status and body.
+func (t *Target) Post(ctx context.Context, path string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+t.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := t.Client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// CRDCollection is the path of the CustomResourceDefinitions.
+const CRDCollection = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+// BenchCRD is the i-th CRD of a seeded set: group bench.example.com, a
+// namespaced kind with a spec/status schema of a dozen fields and a
+// printer column, about 2 KiB of JSON.
+func BenchCRD(i int) []byte {
+	kind := fmt.Sprintf("Widget%d", i)
+	plural := fmt.Sprintf("widget%ds", i)
+	crd := map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1",
+		"kind":       "CustomResourceDefinition",
+		"metadata":   map[string]any{"name": plural + ".bench.example.com", "labels": map[string]string{"bench": "crds"}},
+		"spec": map[string]any{
+			"group": "bench.example.com",
+			"scope": "Namespaced",
+			"names": map[string]any{"plural": plural, "singular": fmt.Sprintf("widget%d", i), "kind": kind, "shortNames": []string{fmt.Sprintf("wg%d", i)}, "categories": []string{"bench"}},
+			"versions": []any{map[string]any{
+				"name": "v1", "served": true, "storage": true,
+				"subresources": map[string]any{"status": map[string]any{}},
+				"additionalPrinterColumns": []any{
+					map[string]any{"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+					map[string]any{"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+				},
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{
+					"type": "object",
+					"properties": map[string]any{
+						"spec": map[string]any{"type": "object", "description": "The desired state of the widget.", "properties": map[string]any{
+							"replicas": map[string]any{"type": "integer", "minimum": 0, "default": 1},
+							"image":    map[string]any{"type": "string", "maxLength": 256},
+							"mode":     map[string]any{"type": "string", "enum": []string{"Fast", "Safe", "Off"}},
+							"ports": map[string]any{"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": []string{"name"}, "items": map[string]any{
+								"type": "object", "required": []string{"name"}, "properties": map[string]any{
+									"name": map[string]any{"type": "string"}, "port": map[string]any{"type": "integer", "maximum": 65535},
+								}}},
+							"labels":   map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}},
+							"schedule": map[string]any{"type": "string", "pattern": "^[0-9*/, -]+$"},
+						}},
+						"status": map[string]any{"type": "object", "properties": map[string]any{
+							"phase":              map[string]any{"type": "string"},
+							"observedGeneration": map[string]any{"type": "integer"},
+							"conditions": map[string]any{"type": "array", "items": map[string]any{"type": "object", "properties": map[string]any{
+								"type": map[string]any{"type": "string"}, "status": map[string]any{"type": "string"}, "reason": map[string]any{"type": "string"}, "message": map[string]any{"type": "string"},
+							}}},
+						}},
+					},
+				}},
+			}},
+		},
+	}
+	b, _ := json.Marshal(crd)
+	return b
+}
+
+// SeedCRDs creates n CRDs (BenchCRD 0..n-1) on every target, 16 at a time.
+func SeedCRDs(ctx context.Context, targets []*Target, n int) error {
+	for _, t := range targets {
+		var wg sync.WaitGroup
+		work := make(chan int)
+		var mu sync.Mutex
+		var firstErr error
+		for range 16 {
+			wg.Go(func() {
+				for i := range work {
+					code, body, err := t.Post(ctx, CRDCollection, BenchCRD(i))
+					if err == nil && code != http.StatusCreated && code != http.StatusConflict {
+						err = fmt.Errorf("%s: create CRD %d: %d %s", t.Name, i, code, body)
+					}
+					if err != nil {
+						mu.Lock()
+						if firstErr == nil {
+							firstErr = err
+						}
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		for i := range n {
+			work <- i
+		}
+		close(work)
+		wg.Wait()
+		if firstErr != nil {
+			return firstErr
+		}
+	}
+	return nil
+}
