@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -307,6 +308,11 @@ func (s *side) render(resp *http.Response, b []byte, req *Request, reqBody []byt
 		}
 	}
 	if j, ok := norm.JSON(b, req.Ignore, req.UnorderedErrors); ok {
+		// The body is compared decoded; its layout (kube-apiserver indents
+		// for curl, Wget and browsers) is compared here.
+		if layout := jsonLayout(b); layout != "" {
+			sb.WriteString("(" + layout + ")\n")
+		}
 		sb.WriteString(j)
 	} else if y, ok := norm.YAML(b, req.Ignore, req.UnorderedErrors); ok && strings.Contains(resp.Header.Get("Content-Type"), "yaml") {
 		sb.WriteString(y)
@@ -595,4 +601,18 @@ func readWatches(id string, st Step, sides [2]*side) (Result, error) {
 	}
 	res.Identical = res.Upstream == res.Crdplane
 	return res, nil
+}
+
+// jsonLayout tells an indented JSON document from a compact one (a
+// document of one line is compact; "" for a body that is not a JSON
+// object or array).
+func jsonLayout(b []byte) string {
+	t := bytes.TrimSpace(b)
+	if len(t) == 0 || (t[0] != '{' && t[0] != '[') {
+		return ""
+	}
+	if bytes.Contains(t, []byte("\n  ")) {
+		return "indented"
+	}
+	return ""
 }
