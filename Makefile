@@ -13,7 +13,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 MODULES := . pkg proto conformance bench/upstream services/storage services/registry services/validator services/converter services/gateway
 SERVICES := gateway registry validator converter storage
 
-.PHONY: all build run test test-unit test-e2e generate check-generated lint tools bench clean fmt vet conformance conformance-fuzz fuzz fuzz-short
+.PHONY: all build run test test-unit test-e2e test-clients generate check-generated lint tools bench clean fmt vet conformance conformance-fuzz fuzz fuzz-short
 
 all: build
 
@@ -89,6 +89,15 @@ test-unit:
 ## test-e2e: start the platform on loopback and drive it with kubectl and client-go.
 test-e2e: build
 	CRDPLANE_BIN=$(BIN)/crdplane CRDPLANE_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 20m ./e2e/...
+
+## test-clients: the client matrix (e2e/clients/README.md): a fresh server
+## driven by client-go v0.30/v0.33/v0.37, controller-runtime v0.18/v0.25,
+## kubectl 1.27/1.30/1.33 and helm v3; one PASS/FAIL line per client x
+## version x check. SERVER=upstream runs it against upstream
+## apiextensions-apiserver v1.33 instead; CLIENTS=regexp narrows it.
+SERVER ?= crdplane
+test-clients: build $(if $(filter upstream,$(SERVER)),$(BIN)/apiextensions-upstream)
+	SERVER=$(SERVER) CRDPLANE_BIN=$(BIN)/crdplane UPSTREAM_BIN=$(BIN)/apiextensions-upstream GO=$(GO) e2e/clients/run.sh
 
 ## bench: Go benchmarks of the hot paths (not part of make test).
 bench:

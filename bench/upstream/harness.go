@@ -116,7 +116,7 @@ func (t *Target) Get(ctx context.Context, path, accept string, decode bool) (Res
 	if err != nil {
 		return Response{}, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return Response{}, err
@@ -146,7 +146,7 @@ func (t *Target) Post(ctx context.Context, path string, body []byte) (int, []byt
 	if err != nil {
 		return 0, nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, b, err
 }

@@ -6,7 +6,9 @@ require (
 	github.com/spf13/pflag v1.0.5
 	go.etcd.io/etcd/server/v3 v3.5.21
 	k8s.io/apiextensions-apiserver v0.33.13
+	k8s.io/apimachinery v0.33.13
 	k8s.io/apiserver v0.33.13
+	k8s.io/client-go v0.33.13
 )
 
 require (
@@ -104,8 +106,6 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/api v0.33.13 // indirect
-	k8s.io/apimachinery v0.33.13 // indirect
-	k8s.io/client-go v0.33.13 // indirect
 	k8s.io/component-base v0.33.13 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kms v0.33.13 // indirect

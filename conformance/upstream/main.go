@@ -25,18 +25,27 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/server/v3/embed"
 
+	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	extensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	"k8s.io/apiextensions-apiserver/pkg/cmd/server/options"
 	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/version"
+	discoveryendpoint "k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/util/openapi"
+	"k8s.io/client-go/tools/cache"
 )
 
 func main() {
@@ -111,6 +120,9 @@ func run(dir string) error {
 	server, err := cfg.Complete().New(genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return fmt.Errorf("new server: %w", err)
+	}
+	if err := serveRootDiscovery(server); err != nil {
+		return err
 	}
 	loopback := server.GenericAPIServer.LoopbackClientConfig
 
@@ -188,3 +200,66 @@ users:
   user:
     token: unused
 `
+
+// serveRootDiscovery serves /apis as kube-apiserver's aggregator does in a
+// cluster (apiextensions-apiserver turns its own off): without it no
+// discovering client (kubectl, client-go's discovery and REST mappers, helm)
+// finds the CRDs' groups. The aggregated form lists every CRD group already
+// (the server's own discovery controller fills it); the legacy APIGroupList,
+// which older clients read, gets each established CRD's group and served
+// versions, as the aggregator's APIService auto-registration gives it.
+func serveRootDiscovery(server *extensionsapiserver.CustomResourceDefinitions) error {
+	gs := server.GenericAPIServer
+	apis := discoveryendpoint.WrapAggregatedDiscoveryToHandler(gs.DiscoveryGroupManager, gs.AggregatedDiscoveryGroupManager)
+	gs.Handler.GoRestfulContainer.Add(apis.GenerateWebService("/apis", metav1.APIGroupList{}))
+
+	informer := server.Informers.Apiextensions().V1().CustomResourceDefinitions()
+	var mu sync.Mutex
+	listed := map[string]bool{}
+	resync := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		crds, err := informer.Lister().List(labels.Everything())
+		if err != nil {
+			return
+		}
+		versions := map[string]map[string]bool{}
+		for _, crd := range crds {
+			if !apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
+				continue
+			}
+			for _, v := range crd.Spec.Versions {
+				if v.Served {
+					if versions[crd.Spec.Group] == nil {
+						versions[crd.Spec.Group] = map[string]bool{}
+					}
+					versions[crd.Spec.Group][v.Name] = true
+				}
+			}
+		}
+		for group, vs := range versions {
+			g := metav1.APIGroup{Name: group}
+			for v := range vs {
+				g.Versions = append(g.Versions, metav1.GroupVersionForDiscovery{GroupVersion: group + "/" + v, Version: v})
+			}
+			sort.Slice(g.Versions, func(i, j int) bool {
+				return version.CompareKubeAwareVersionStrings(g.Versions[i].Version, g.Versions[j].Version) > 0
+			})
+			g.PreferredVersion = g.Versions[0]
+			gs.DiscoveryGroupManager.AddGroup(g)
+			listed[group] = true
+		}
+		for group := range listed {
+			if versions[group] == nil {
+				gs.DiscoveryGroupManager.RemoveGroup(group)
+				delete(listed, group)
+			}
+		}
+	}
+	_, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { resync() },
+		UpdateFunc: func(any, any) { resync() },
+		DeleteFunc: func(any) { resync() },
+	})
+	return err
+}

@@ -292,7 +292,7 @@ func recoverRecv(recv func() (backendEvent, error)) (ev backendEvent, err error)
 	defer func() {
 		if v := recover(); v != nil {
 			metrics.RecordPanic("gateway", v, "in", "watch")
-			ev, err = nil, apierrors.NewInternalError(errors.New(httpx.PanicMessage))
+			ev, err = nil, apierrors.NewInternalError(errors.New(httpx.PanicMessage)) //nolint:staticcheck // kube-apiserver's wording, period included
 		}
 	}()
 	return recv()

@@ -114,7 +114,7 @@ func TestApplyCRDAsUpstream(t *testing.T) {
 			eventually(t, 10*time.Second, "the controllers' managedFields entry", func() bool {
 				for _, e := range getT(t, name).ManagedFields {
 					if e.Manager == controllerManager && e.Subresource == "status" && e.Operation == metav1.ManagedFieldsOperationUpdate && e.FieldsV1 != nil {
-						got = string(e.FieldsV1.Raw)
+						got = e.FieldsV1.GetRawString()
 						return got == wantStatus
 					}
 				}
