@@ -343,7 +343,10 @@ func (a *kubeAPI) applyUpdate(ctx context.Context, r *resource, cur *current, ob
 		return nil, err
 	}
 	var requestObj object
-	if p.fieldValidation != metav1.FieldValidationIgnore && droppedByPreparation(in, obj, p.subresource == "status") {
+	// The request as carried: its unknown fields (unless Ignore), and on
+	// /status what the field manager records (upstream's runs before the
+	// status strategy drops the rest).
+	if (p.fieldValidation != metav1.FieldValidationIgnore || p.subresource == "status") && droppedByPreparation(in, obj, p.subresource == "status") {
 		requestObj = in
 	}
 	op := validatorv1.Operation_OPERATION_UPDATE

@@ -47,14 +47,16 @@ func (fm *fieldManagers) build(cv *compiledVersion) error {
 	creater := &creater{}
 	// The main resource's manager resets .status (upstream's
 	// customResourceStrategy.GetResetFields) when the status subresource
-	// is on; the status manager resets metadata and spec.
+	// is on; the status manager resets spec only (upstream's statusStrategy:
+	// a status write's metadata changes are dropped by PrepareForUpdate but
+	// still recorded in its entry).
 	var mainReset, statusReset map[fieldpath.APIVersion]*fieldpath.Set
 	if cv.hasStatus {
 		mainReset = map[fieldpath.APIVersion]*fieldpath.Set{
 			fieldpath.APIVersion(cv.apiVersion): fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
 		}
 		statusReset = map[fieldpath.APIVersion]*fieldpath.Set{
-			fieldpath.APIVersion(cv.apiVersion): fieldpath.NewSet(fieldpath.MakePathOrDie("metadata"), fieldpath.MakePathOrDie("spec")),
+			fieldpath.APIVersion(cv.apiVersion): fieldpath.NewSet(fieldpath.MakePathOrDie("spec")),
 		}
 	}
 	if fm.main, err = managedfields.NewDefaultCRDFieldManager(tc, conv, def, creater, gvk, gvk.GroupVersion(), "", fieldpath.NewExcludeFilterSetMap(mainReset)); err != nil {
