@@ -77,13 +77,25 @@ func (a *admission) updateManagedFields(obj map[string]any, manager string) (map
 }
 
 // updateNoErrors is v1.33's FieldManager.UpdateNoErrors: the updated
-// object, or newObj without managedFields when the update fails.
+// object, or newObj without managedFields when the update fails. A failure
+// that is crdplane's alone, entries recorded at another version of a CRD
+// converted by webhook (which upstream converts and keeps), keeps the live
+// object's entries instead, as v0.37 does: clearing them would lose them
+// and turn an unchanged update into a write.
 func updateNoErrors(fm *managedfields.FieldManager, live, newObj runtime.Object, manager string) runtime.Object {
 	out, err := fm.Update(live, newObj, manager)
 	if err != nil {
-		if acc, aErr := meta.Accessor(newObj); aErr == nil {
-			acc.SetManagedFields(nil)
+		acc, aErr := meta.Accessor(newObj)
+		if aErr != nil {
+			return newObj
 		}
+		var keep []metav1.ManagedFieldsEntry
+		if strings.Contains(err.Error(), noWebhookConversion) {
+			if liveAcc, lErr := meta.Accessor(live); lErr == nil {
+				keep = liveAcc.GetManagedFields()
+			}
+		}
+		acc.SetManagedFields(keep)
 		return newObj
 	}
 	return out
