@@ -220,3 +220,46 @@ func TestManagedFieldsEveryWritePath(t *testing.T) {
 		t.Fatalf("ssa after csa: %v", ssa)
 	}
 }
+
+// TestApplyCRD: an apply that creates a CRD answers 201; force reaches the
+// registry; the User-Agent names the manager of a write without
+// fieldManager.
+func TestApplyCRD(t *testing.T) {
+	g := newTestGateway(t)
+	const path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gizmos.apply.example.com"
+	body := `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.apply.example.com
+  labels: {team: a}
+spec:
+  group: apply.example.com
+  scope: Namespaced
+  names: {plural: gizmos, kind: Gizmo}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`
+	created := g.expect(http.StatusCreated, "PATCH", path+"?fieldManager=alice", body, "Content-Type", applyCT)
+	wantManagers(t, "CRD apply", created, "alice/Apply")
+	relabel := "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: gizmos.apply.example.com\n  labels: {team: b}\n"
+	c := g.expect(http.StatusConflict, "PATCH", path+"?fieldManager=bob", relabel, "Content-Type", applyCT)
+	if c["message"] != `Apply failed with 1 conflict: conflict with "alice": .metadata.labels.team` {
+		t.Fatalf("CRD conflict: %v", c["message"])
+	}
+	forced := g.expect(http.StatusOK, "PATCH", path+"?fieldManager=bob&force=true", relabel, "Content-Type", applyCT)
+	if meta(forced)["labels"].(map[string]any)["team"] != "b" {
+		t.Fatalf("forced: %v", meta(forced)["labels"])
+	}
+	patched := g.expect(http.StatusOK, "PATCH", path, `{"metadata":{"annotations":{"a":"b"}}}`,
+		"Content-Type", "application/merge-patch+json", "User-Agent", "my-tool/v1.0 (linux/amd64)")
+	found := false
+	for _, m := range managers(t, patched) {
+		found = found || m == "my-tool/Update"
+	}
+	if !found {
+		t.Fatalf("merge patch entry: %v", managers(t, patched))
+	}
+}
