@@ -168,10 +168,37 @@ func (n normalizer) metadata(md map[string]any) {
 			md["name"] = gn + "<generated>"
 		}
 	}
-	// metadata.managedFields: server-side apply is not implemented yet
-	// (issue 14); see allowlist.yaml.
-	delete(md, "managedFields")
+	// metadata.managedFields are compared; their time is a timestamp of
+	// the write (normalised as any recent time in String). The library
+	// orders entries by operation, then the second of their time, then
+	// manager: two servers writing a second apart order them differently,
+	// and the reference names its controllers' manager differently (see
+	// upstreamLoopbackManager), so entries are compared in one order that
+	// leaves the time out.
+	mf, _ := md["managedFields"].([]any)
+	for _, e := range mf {
+		if m, ok := e.(map[string]any); ok && m["manager"] == upstreamLoopbackManager {
+			m["manager"] = "kube-apiserver"
+		}
+	}
+	sort.SliceStable(mf, func(i, j int) bool { return entryKey(mf[i]) < entryKey(mf[j]) })
 }
+
+// entryKey is the order managedFields entries are compared in: operation,
+// manager, apiVersion, subresource.
+func entryKey(e any) string {
+	m, _ := e.(map[string]any)
+	s := func(k string) string { v, _ := m[k].(string); return v }
+	return s("operation") + "\x00" + s("manager") + "\x00" + s("apiVersion") + "\x00" + s("subresource")
+}
+
+// upstreamLoopbackManager is the field manager of the reference server's
+// own controllers (the CRD status updates of its naming and establishing
+// controllers): upstream names its loopback client's manager after the
+// binary (rest.DefaultKubernetesUserAgent: os.Args[0]), which is
+// "kube-apiserver" in a cluster and the reference binary's name here.
+// crdplane's registry controllers record kube-apiserver's.
+const upstreamLoopbackManager = "apiextensions-upstream"
 
 // String normalises one string value (or header) found under key.
 func (n normalizer) String(key, s string) string {

@@ -18,8 +18,8 @@ func TestNormalizeJSON(t *testing.T) {
 	}{
 		{
 			name: "server-set metadata",
-			in:   `{"metadata":{"uid":"0d0c8a52-3c6e-4d1f-9a6b-2f0e5b8a9c11","resourceVersion":"42","creationTimestamp":"2026-11-25T11:59:00Z","managedFields":[{}]}}`,
-			want: `{"metadata":{"creationTimestamp":"<time>","resourceVersion":"<resourceVersion>","uid":"<uid>"}}`,
+			in:   `{"metadata":{"uid":"0d0c8a52-3c6e-4d1f-9a6b-2f0e5b8a9c11","resourceVersion":"42","creationTimestamp":"2026-11-25T11:59:00Z","managedFields":[{"manager":"m","time":"2026-11-25T11:59:00Z"},{"manager":"apiextensions-upstream","operation":"Update"}]}}`,
+			want: `{"metadata":{"creationTimestamp":"<time>","managedFields":[{"manager":"m","time":"<time>"},{"manager":"kube-apiserver","operation":"Update"}],"resourceVersion":"<resourceVersion>","uid":"<uid>"}}`,
 		},
 		{
 			name: "a case's own dates are kept",

@@ -47,6 +47,15 @@ func newServer(name, rawURL, token string, cmd *exec.Cmd, logs *logBuffer) *Serv
 		client: &http.Client{Transport: tr, Timeout: 60 * time.Second}}
 }
 
+// Pid is the server process's id (0 before it started): benchmarks read
+// its CPU time from /proc.
+func (s *Server) Pid() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Host is the server's host:port, as it may appear in answers.
 func (s *Server) Host() string {
 	u, err := url.Parse(s.URL)

@@ -21,6 +21,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -149,6 +151,54 @@ func (t *Target) Post(ctx context.Context, path string, body []byte) (int, []byt
 	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, b, err
+}
+
+// Send sends method to path with a body of contentType (none when empty)
+// and returns the status and body.
+func (t *Target) Send(ctx context.Context, method, path, contentType string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, t.URL+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+t.Token)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := t.Client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// CPU is the CPU time (user + system) the target's server process has
+// used so far, from /proc/<pid>/stat (Linux; clock ticks of 10 ms). Each
+// server runs its storage in the same process (crdplane run's embedded
+// etcd, the reference's), so this is all of a request's server-side work.
+func (t *Target) CPU() (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", t.server.Pid()))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces:
+	// the fields counted are those after its closing parenthesis.
+	rest := data[bytes.LastIndexByte(data, ')')+2:]
+	fields := strings.Fields(string(rest))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", t.server.Pid(), len(fields))
+	}
+	utime, err := strconv.ParseInt(fields[11], 10, 64) // field 14
+	if err != nil {
+		return 0, err
+	}
+	stime, err := strconv.ParseInt(fields[12], 10, 64) // field 15
+	if err != nil {
+		return 0, err
+	}
+	const tick = 10 * time.Millisecond // USER_HZ 100
+	return time.Duration(utime+stime) * tick, nil
 }
 
 // CRDCollection is the path of the CustomResourceDefinitions.

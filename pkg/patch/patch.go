@@ -74,10 +74,12 @@ func Type(contentType string) string {
 func Supported(t string) bool { return t == MergePatch || t == JSONPatch }
 
 // UnsupportedError is upstream's 415 for a patch type a custom resource does
-// not take (strategic merge patch; server-side apply).
+// not take (strategic merge patch, CBOR apply): it lists the types custom
+// resources take, JSON patch, merge patch (this package) and server-side
+// apply (the validator's field manager).
 func UnsupportedError(t string) error {
 	return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", schema.GroupResource{}, "",
-		fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s", JSONPatch, MergePatch), 0, false)
+		fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s, %s", JSONPatch, MergePatch, ApplyYAML), 0, false)
 }
 
 // Apply applies patch (of Content-Type patchType) to the JSON document

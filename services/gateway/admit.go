@@ -29,6 +29,10 @@ type admission struct {
 	// preparation of obj dropped part of it (nil otherwise): its unknown
 	// fields are the request's.
 	requestObj object
+	// fieldManager is the request's fieldManager parameter: the validator
+	// records the write in metadata.managedFields under it (derived from
+	// the User-Agent when empty).
+	fieldManager string
 }
 
 // admit prunes, defaults and validates an object at the request version
@@ -52,6 +56,9 @@ func (a *kubeAPI) admit(ctx context.Context, r *resource, ad admission) ([]byte,
 		Subresource:     ad.subresource,
 		FieldValidation: ad.fieldValidation,
 		StrictErrors:    ad.strictErrors,
+		ManagedFields:   true,
+		FieldManager:    ad.fieldManager,
+		UserAgent:       httpx.RequestMetaFrom(ctx).UserAgent,
 	}
 	if ad.requestObj != nil {
 		if req.RequestObject, err = encodeForAdmission(ad.requestObj); err != nil {
@@ -71,7 +78,7 @@ func (a *kubeAPI) admit(ctx context.Context, r *resource, ad admission) ([]byte,
 	causes := httpx.CausesFromFieldErrors(ad.metaErrs)
 	causes = append(causes, httpx.CausesFromProto(resp.GetCauses())...)
 	if len(causes) > 0 {
-		if ad.op == validatorv1.Operation_OPERATION_UPDATE {
+		if ad.op == validatorv1.Operation_OPERATION_UPDATE || ad.op == validatorv1.Operation_OPERATION_PATCH {
 			// Upstream validates an update's metadata twice (the gateway's
 			// metaErrs are rest.BeforeUpdate's common fields, the
 			// validator's its strategy's): every metadata error is listed

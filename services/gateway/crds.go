@@ -76,8 +76,13 @@ func crdSubresource(sub, name string) error {
 	return apierrors.NewNotFound(crdGR, name)
 }
 
-func writeOptions(dryRun []string, fieldManager, fieldValidation string) *registryv1.WriteOptions {
-	return &registryv1.WriteOptions{DryRun: isDryRun(dryRun), FieldManager: fieldManager, FieldValidation: fieldValidation}
+// writeOptions are a CRD write's options for the registry: the User-Agent
+// names the manager of requests without fieldManager (managedFields).
+func writeOptions(ctx context.Context, dryRun []string, fieldManager, fieldValidation string) *registryv1.WriteOptions {
+	return &registryv1.WriteOptions{
+		DryRun: isDryRun(dryRun), FieldManager: fieldManager, FieldValidation: fieldValidation,
+		UserAgent: httpx.RequestMetaFrom(ctx).UserAgent,
+	}
 }
 
 func (a *kubeAPI) crdGet(ctx context.Context, req *gatewayv1.GetRequest, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
@@ -225,7 +230,7 @@ func (a *kubeAPI) crdCreate(ctx context.Context, req *gatewayv1.CreateRequest, o
 	}
 	resp, err := a.registry.Create(ctx, &registryv1.CreateRequest{
 		Object:  body,
-		Options: writeOptions(opts.DryRun, opts.FieldManager, opts.FieldValidation),
+		Options: writeOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation),
 	})
 	if err != nil {
 		return nil, err
@@ -246,7 +251,7 @@ func (a *kubeAPI) crdUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, o
 		Name:        req.GetName(),
 		Subresource: req.GetSubresource(),
 		Object:      body,
-		Options:     writeOptions(opts.DryRun, opts.FieldManager, opts.FieldValidation),
+		Options:     writeOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation),
 	})
 	if err != nil {
 		return nil, err
@@ -262,17 +267,23 @@ func (a *kubeAPI) crdPatch(ctx context.Context, req *gatewayv1.PatchRequest, opt
 	if err := crdSubresource(req.GetSubresource(), req.GetName()); err != nil {
 		return nil, err
 	}
+	wo := writeOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)
+	wo.Force = opts.Force != nil && *opts.Force
 	resp, err := a.registry.Patch(ctx, &registryv1.PatchRequest{
 		Name:        req.GetName(),
 		Subresource: req.GetSubresource(),
 		PatchType:   pt,
 		Patch:       req.GetBody().GetData(),
-		Options:     writeOptions(opts.DryRun, opts.FieldManager, opts.FieldValidation),
+		Options:     wo,
 	})
 	if err != nil {
 		return nil, err
 	}
 	httpx.AddWarnings(ctx, resp.GetWarnings()...)
+	if resp.GetCreated() {
+		// An apply that created the CRD.
+		httpx.SetHTTPCode(ctx, http.StatusCreated)
+	}
 	return out.Render(resp.GetObject())
 }
 

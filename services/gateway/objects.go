@@ -324,6 +324,10 @@ func validateMetaUpdate(r *resource, obj, old object) (field.ErrorList, error) {
 	if err != nil {
 		return nil, nil
 	}
+	// managedFields are validated by the validator after its field
+	// manager replaced what a client sent that does not decode (upstream's
+	// field manager runs before rest.BeforeUpdate).
+	om.ManagedFields, oom.ManagedFields = nil, nil
 	path := field.NewPath("metadata")
 	errs := metavalidation.ValidateObjectMetaAccessor(om, r.namespaced, metavalidation.ValidatePathSegmentName, path)
 	errs = append(errs, metavalidation.ValidateObjectMetaAccessorUpdate(om, oom, path)...)

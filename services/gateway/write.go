@@ -106,7 +106,7 @@ func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, op
 	}
 	admitted, err := a.admit(ctx, r, admission{
 		op: validatorv1.Operation_OPERATION_CREATE, obj: obj, name: name, metaErrs: metaErrs, fieldValidation: opts.FieldValidation,
-		strictErrors: strictErrs, requestObj: requestObj,
+		strictErrors: strictErrs, requestObj: requestObj, fieldManager: opts.FieldManager,
 	})
 	if err != nil {
 		return nil, err
@@ -188,6 +188,7 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 	if sub == "scale" {
 		doc, err := a.scaleUpdate(ctx, r, ns, name, body.JSON, body.ConvErr, updateParams{
 			name: name, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
+			fieldManager: opts.FieldManager,
 		})
 		if err != nil {
 			return nil, err
@@ -234,7 +235,7 @@ func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, op
 	}
 	result, err := a.applyUpdate(ctx, r, cur, obj, updateParams{
 		name: name, subresource: sub, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
-		strictErrors: strictErrs,
+		strictErrors: strictErrs, fieldManager: opts.FieldManager,
 	})
 	if errors.Is(err, errStale) {
 		return nil, apierrors.NewConflict(r.groupResource(), name, errors.New(optimisticLockMsg))
@@ -314,6 +315,11 @@ type updateParams struct {
 	// strictErrors are the body's strict decoding errors (see
 	// httpx.Body.StrictErrors).
 	strictErrors []string
+	// fieldManager is the request's fieldManager (managedFields).
+	fieldManager string
+	// patch: the update is a JSON or merge patch the gateway applied
+	// (admitted as OPERATION_PATCH).
+	patch bool
 }
 
 // errStale reports that the stored object moved on between read and write.
@@ -337,17 +343,34 @@ func (a *kubeAPI) applyUpdate(ctx context.Context, r *resource, cur *current, ob
 		return nil, err
 	}
 	var requestObj object
-	if p.fieldValidation != metav1.FieldValidationIgnore && droppedByPreparation(in, obj, p.subresource == "status") {
+	// The request as carried: its unknown fields (unless Ignore), and on
+	// /status what the field manager records (upstream's runs before the
+	// status strategy drops the rest).
+	if (p.fieldValidation != metav1.FieldValidationIgnore || p.subresource == "status") && droppedByPreparation(in, obj, p.subresource == "status") {
 		requestObj = in
 	}
+	op := validatorv1.Operation_OPERATION_UPDATE
+	if p.patch {
+		op = validatorv1.Operation_OPERATION_PATCH
+	}
 	admitted, err := a.admit(ctx, r, admission{
-		op: validatorv1.Operation_OPERATION_UPDATE, obj: obj, old: old, subresource: validatorSubresource(p.subresource),
+		op: op, obj: obj, old: old, subresource: p.subresource,
 		name: p.name, metaErrs: metaErrs, fieldValidation: p.fieldValidation,
-		strictErrors: p.strictErrors, requestObj: requestObj,
+		strictErrors: p.strictErrors, requestObj: requestObj, fieldManager: p.fieldManager,
 	})
 	if err != nil {
 		return nil, err
 	}
+	return a.commitUpdate(ctx, r, cur, admitted, p)
+}
+
+// commitUpdate writes an admitted update of cur: the generation, the
+// conversion to the storage version, nothing when nothing changed there, a
+// delete when the update empties the finalizers of an object being
+// deleted, else a compare-and-swap write at cur's revision. It returns the
+// result at the request version, or errStale when the CAS lost.
+func (a *kubeAPI) commitUpdate(ctx context.Context, r *resource, cur *current, admitted []byte, p updateParams) ([]byte, error) {
+	old := cur.obj
 	newObj, admitted, err := a.setGeneration(r, admitted, old, p.subresource)
 	if err != nil {
 		return nil, err
@@ -420,16 +443,6 @@ func droppedByPreparation(in, prepared object, status bool) bool {
 		}
 	}
 	return false
-}
-
-// validatorSubresource is the subresource a write is admitted as: a scale
-// write is an update of the main resource (upstream runs it through the
-// main resource's strategy).
-func validatorSubresource(sub string) string {
-	if sub == "status" {
-		return sub
-	}
-	return ""
 }
 
 // setGeneration sets metadata.generation of an admitted update as
@@ -538,8 +551,9 @@ func finalizers(obj object) []any {
 	return f
 }
 
-// Patch serves PATCH on an object or its status: JSON merge patch and JSON
-// patch; strategic merge and apply patches are 415 for custom resources.
+// Patch serves PATCH on an object or its status and scale: JSON merge
+// patch, JSON patch and server-side apply; strategic merge patches are 415
+// for custom resources.
 func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpbody.HttpBody, error) {
 	rm := httpx.RequestMetaFrom(ctx)
 	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetSubresource()))
@@ -548,7 +562,7 @@ func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*http
 	}
 	pt := patch.Type(rm.ContentType)
 	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
-	if !crds && !patch.Supported(pt) {
+	if !crds && !patch.Supported(pt) && pt != patch.ApplyYAML {
 		return httpx.Reply(nil, patch.UnsupportedError(pt))
 	}
 	if crds && !crdPatchType(pt) {
@@ -579,9 +593,24 @@ func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts
 	}
 	httpx.AddWarnings(ctx, r.warnings...)
 	if sub == "scale" {
+		if pt == patch.ApplyYAML {
+			doc, err := a.crApply(ctx, r, req, opts)
+			if err != nil {
+				return nil, err
+			}
+			return out.Body(doc), nil
+		}
 		doc, err := a.scalePatch(ctx, r, ns, name, pt, req.GetBody().GetData(), updateParams{
 			name: name, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
+			fieldManager: opts.FieldManager, patch: true,
 		})
+		if err != nil {
+			return nil, err
+		}
+		return out.Body(doc), nil
+	}
+	if pt == patch.ApplyYAML {
+		doc, err := a.crApply(ctx, r, req, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -644,6 +673,7 @@ func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts
 		// fields are pruned in admission, not reported twice).
 		result, err := a.applyUpdate(ctx, r, cur, obj, updateParams{
 			name: name, subresource: sub, dryRun: isDryRun(opts.DryRun), fieldValidation: metav1.FieldValidationIgnore,
+			fieldManager: opts.FieldManager, patch: true,
 		})
 		if errors.Is(err, errStale) {
 			if patchPinsRV || attempt >= maxPatchRetries {

@@ -65,8 +65,7 @@ func (c *controllers) syncFinalizer(ctx context.Context, name string) error {
 		if conditionEquivalent(&inProgress, findCondition(cur, condTerminating)) {
 			return nil, nil
 		}
-		setCondition(cur, inProgress)
-		return cur, nil
+		return statusTracked(cur, func(crd *CRD) { setCondition(crd, inProgress) })
 	})
 	if err != nil {
 		return ignoreNotFound(err)
@@ -107,9 +106,12 @@ func (c *controllers) syncFinalizer(ctx context.Context, name string) error {
 		if !hasFinalizer(cur, cleanupFinalizer) {
 			return nil, nil
 		}
-		setCondition(cur, final)
-		removeFinalizer(cur, cleanupFinalizer)
-		return cur, nil
+		done, err := statusTracked(cur, func(crd *CRD) { setCondition(crd, final) })
+		if err != nil {
+			return nil, err
+		}
+		removeFinalizer(done, cleanupFinalizer)
+		return done, nil
 	})
 	return ignoreNotFound(err)
 }
@@ -121,9 +123,17 @@ func (c *controllers) setTerminating(ctx context.Context, name string, cond cond
 		if !hasFinalizer(cur, cleanupFinalizer) || conditionEquivalent(&cond, findCondition(cur, condTerminating)) {
 			return nil, nil
 		}
-		setCondition(cur, cond)
-		return cur, nil
+		return statusTracked(cur, func(crd *CRD) { setCondition(crd, cond) })
 	})
+}
+
+// statusTracked applies a status change to cur and records it in
+// managedFields as upstream's finalizer does, an UpdateStatus through the
+// loopback client: kube-apiserver's entry on the status subresource.
+func statusTracked(cur *CRD, change func(*CRD)) (*CRD, error) {
+	live := cur.DeepCopy()
+	change(cur)
+	return trackUpdate(live, cur, "status", controllerManager)
 }
 
 // deleteInstances makes one pass over the objects of crd, deleting them as

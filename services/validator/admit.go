@@ -116,7 +116,21 @@ func (s *Service) admit(ctx context.Context, req *validatorv1.AdmitRequest) (*va
 	}
 
 	if req.GetManagedFields() {
-		if obj, err = a.updateManagedFields(obj, fieldmanager.Name(req.GetFieldManager(), req.GetUserAgent())); err != nil {
+		manager := fieldmanager.Name(req.GetFieldManager(), req.GetUserAgent())
+		if a.status && len(req.GetRequestObject()) > 0 {
+			// Upstream's field manager sees a status write before the
+			// status strategy drops everything but .status: its entry
+			// records the request's metadata changes too (only spec is
+			// reset), while the object keeps the stored metadata.
+			if reqObj, _, derr := a.decode(req.GetRequestObject(), false); derr == nil {
+				if reqObj, err = a.updateManagedFields(reqObj, manager); err != nil {
+					return nil, err
+				}
+				(&unstructured.Unstructured{Object: obj}).SetManagedFields((&unstructured.Unstructured{Object: reqObj}).GetManagedFields())
+				return a.finish(ctx, obj, len(req.GetObject()))
+			}
+		}
+		if obj, err = a.updateManagedFields(obj, manager); err != nil {
 			return nil, err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -48,12 +49,14 @@ func (a *admission) live() runtime.Object {
 // updateManagedFields records a create's, update's or patch's "Update"
 // of manager in obj's metadata.managedFields (obj as decoded: pruned and
 // defaulted, as upstream's handlers hand it to the field manager). As
-// upstream (UpdateNoErrors), a failure keeps the live object's
-// managedFields instead of failing the write.
+// v1.33's UpdateNoErrors, a failure (entries recorded at a version that
+// does not convert, a field the schema does not declare) clears the
+// object's managedFields instead of failing the write (v0.37's keeps the
+// live object's).
 func (a *admission) updateManagedFields(obj map[string]any, manager string) (map[string]any, error) {
 	if a.scale {
 		_, mf, err := a.scaleManaged(func(fm *managedfields.FieldManager, live *autoscalingv1.Scale) (runtime.Object, error) {
-			return fm.UpdateNoErrors(live, a.scaleOf(obj, live.ManagedFields), manager), nil
+			return updateNoErrors(fm, live, a.scaleOf(obj, live.ManagedFields), manager), nil
 		})
 		if err != nil {
 			return nil, err
@@ -65,12 +68,37 @@ func (a *admission) updateManagedFields(obj map[string]any, manager string) (map
 	if err != nil {
 		return nil, err
 	}
-	out := fm.UpdateNoErrors(a.live(), &unstructured.Unstructured{Object: obj}, manager)
+	out := updateNoErrors(fm, a.live(), &unstructured.Unstructured{Object: obj}, manager)
 	u, ok := out.(*unstructured.Unstructured)
 	if !ok {
 		return nil, fmt.Errorf("field manager returned %T", out)
 	}
 	return u.Object, nil
+}
+
+// updateNoErrors is v1.33's FieldManager.UpdateNoErrors: the updated
+// object, or newObj without managedFields when the update fails. A failure
+// that is crdplane's alone, entries recorded at another version of a CRD
+// converted by webhook (which upstream converts and keeps), keeps the live
+// object's entries instead, as v0.37 does: clearing them would lose them
+// and turn an unchanged update into a write.
+func updateNoErrors(fm *managedfields.FieldManager, live, newObj runtime.Object, manager string) runtime.Object {
+	out, err := fm.Update(live, newObj, manager)
+	if err != nil {
+		acc, aErr := meta.Accessor(newObj)
+		if aErr != nil {
+			return newObj
+		}
+		var keep []metav1.ManagedFieldsEntry
+		if strings.Contains(err.Error(), noWebhookConversion) {
+			if liveAcc, lErr := meta.Accessor(live); lErr == nil {
+				keep = liveAcc.GetManagedFields()
+			}
+		}
+		acc.SetManagedFields(keep)
+		return newObj
+	}
+	return out
 }
 
 // apply is a server-side apply: the apply patch decoded as upstream's

@@ -47,14 +47,16 @@ func (fm *fieldManagers) build(cv *compiledVersion) error {
 	creater := &creater{}
 	// The main resource's manager resets .status (upstream's
 	// customResourceStrategy.GetResetFields) when the status subresource
-	// is on; the status manager resets metadata and spec.
+	// is on; the status manager resets spec only (upstream's statusStrategy:
+	// a status write's metadata changes are dropped by PrepareForUpdate but
+	// still recorded in its entry).
 	var mainReset, statusReset map[fieldpath.APIVersion]*fieldpath.Set
 	if cv.hasStatus {
 		mainReset = map[fieldpath.APIVersion]*fieldpath.Set{
 			fieldpath.APIVersion(cv.apiVersion): fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
 		}
 		statusReset = map[fieldpath.APIVersion]*fieldpath.Set{
-			fieldpath.APIVersion(cv.apiVersion): fieldpath.NewSet(fieldpath.MakePathOrDie("metadata"), fieldpath.MakePathOrDie("spec")),
+			fieldpath.APIVersion(cv.apiVersion): fieldpath.NewSet(fieldpath.MakePathOrDie("spec")),
 		}
 	}
 	if fm.main, err = managedfields.NewDefaultCRDFieldManager(tc, conv, def, creater, gvk, gvk.GroupVersion(), "", fieldpath.NewExcludeFilterSetMap(mainReset)); err != nil {
@@ -103,6 +105,10 @@ func typeConverter(crd *CRD) (managedfields.TypeConverter, error) {
 // convert, see managedfields' IsMissingVersionError handling).
 type versionConverter struct{ crd *CRD }
 
+// noWebhookConversion ends the error of a conversion the field manager
+// would need a webhook for (the library wraps it with %v: matched by text).
+const noWebhookConversion = "is not available to the field manager"
+
 func (c *versionConverter) Convert(in, out, _ any) error {
 	u, ok := in.(*unstructured.Unstructured)
 	o, ok2 := out.(*unstructured.Unstructured)
@@ -140,7 +146,7 @@ func (c *versionConverter) ConvertToVersion(in runtime.Object, target runtime.Gr
 		return u, nil
 	}
 	if conv := c.crd.Spec.Conversion; conv != nil && conv.Strategy == apiextensionsv1.WebhookConverter {
-		return nil, fmt.Errorf("webhook conversion of %s to %s is not available to the field manager", from, to.GroupVersion())
+		return nil, fmt.Errorf("webhook conversion of %s to %s %s", from, to.GroupVersion(), noWebhookConversion)
 	}
 	out := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(u.Object)}
 	out.SetAPIVersion(to.GroupVersion().String())
