@@ -31,7 +31,7 @@ import (
 // certificate) and carol (webhook token) are served, bob (token file) gets
 // upstream's Forbidden message, an expired certificate and a token in the
 // query string are Unauthorized, the front proxy's headers count only from
-// the front proxy.
+// the front proxy; kubectl auth can-i answers from the same authorizers.
 func TestAuthnAuthz(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, data []byte) string {
@@ -116,6 +116,16 @@ func TestAuthnAuthz(t *testing.T) {
 	}
 	// Bob may read what the webhook allows him (the CRDs).
 	bob.must(t, "get", "crd", "crontabs.stable.example.com")
+	// kubectl auth can-i asks the same authorizers (SelfSubjectAccessReview).
+	if out := alice.must(t, "auth", "can-i", "create", "crontabs"); strings.TrimSpace(out) != "yes" {
+		t.Errorf("alice can-i: %q", out)
+	}
+	if out, _, err := bob.kubectl(t, "", "auth", "can-i", "list", "crontabs.stable.example.com"); err == nil || strings.TrimSpace(out) != "no - bob may not touch crontabs" {
+		t.Errorf("bob can-i: %q %v", out, err)
+	}
+	if out := bob.must(t, "auth", "can-i", "get", "customresourcedefinitions"); strings.TrimSpace(out) != "yes" {
+		t.Errorf("bob can-i get crds: %q", out)
+	}
 	for name, c := range map[string]*server{"expired certificate": expired, "unknown token": stranger} {
 		if errOut := c.fails(t, "get", "crontabs"); !strings.Contains(errOut, "error: You must be logged in to the server (Unauthorized)") {
 			t.Errorf("%s: %s", name, errOut)

@@ -318,8 +318,9 @@ func TestAuthConfigErrors(t *testing.T) {
 	}
 }
 
-// sarReviewer answers SubjectAccessReviews: bob is denied with a reason,
-// eve gets no opinion, everyone else is allowed.
+// sarReviewer answers SubjectAccessReviews: anyone may create the
+// authorization.k8s.io reviews; otherwise bob is denied with a reason, eve
+// gets no opinion, everyone else is allowed.
 func sarReviewer(reviews chan<- authzv1.SubjectAccessReview) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var sar authzv1.SubjectAccessReview
@@ -331,10 +332,14 @@ func sarReviewer(reviews chan<- authzv1.SubjectAccessReview) http.HandlerFunc {
 		case reviews <- sar:
 		default:
 		}
-		switch sar.Spec.User {
-		case "bob":
+		ra := sar.Spec.ResourceAttributes
+		switch {
+		case ra != nil && ra.Group == "authorization.k8s.io":
+			// Everyone may ask about themselves (RBAC's system:basic-user).
+			sar.Status = authzv1.SubjectAccessReviewStatus{Allowed: true}
+		case sar.Spec.User == "bob":
 			sar.Status = authzv1.SubjectAccessReviewStatus{Denied: true, Reason: "bob may not"}
-		case "eve":
+		case sar.Spec.User == "eve":
 			sar.Status = authzv1.SubjectAccessReviewStatus{}
 		default:
 			sar.Status = authzv1.SubjectAccessReviewStatus{Allowed: true}
@@ -404,4 +409,49 @@ func counterValue(t *testing.T, c interface{ Write(*dto.Metric) error }) float64
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestSelfReviews: kubectl auth can-i's SelfSubjectAccessReview answers
+// with the authorizers' decision for the requesting user, and
+// SelfSubjectRulesReview with their rules (the webhook's: none,
+// incomplete).
+func TestSelfReviews(t *testing.T) {
+	kc, _ := webhookServer(t, sarReviewer(make(chan authzv1.SubjectAccessReview, 16)))
+	s := newAuthSetup(t, AuthzConfig{Modes: []string{ModeWebhook}, WebhookConfigFile: kc})
+	post := func(path, token, body string) (int, string) {
+		req, _ := http.NewRequest("POST", s.srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := s.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	const listWidgets = `{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{"resourceAttributes":{"namespace":"default","verb":"list","group":"stable.example.com","resource":"widgets"}}}`
+	for _, tc := range []struct {
+		token, body string
+		code        int
+		status      string
+	}{
+		{"bob-token", listWidgets, 201, `"status":{"allowed":false,"denied":true,"reason":"bob may not"}`},
+		{"wh-carol", listWidgets, 201, `"status":{"allowed":true}`},
+		{"admin-token", listWidgets, 201, `"status":{"allowed":true}`},
+		{"wh-eve", `{"spec":{"nonResourceAttributes":{"path":"/healthz","verb":"get"}}}`, 201, `"status":{"allowed":false}`},
+		{"bob-token", `{"spec":{}}`, 422, `"message":"SelfSubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.resourceAttributes: Invalid value: \"null\": exactly one of nonResourceAttributes or resourceAttributes must be specified"`},
+	} {
+		code, body := post(selfAccessReviewPath, tc.token, tc.body)
+		if code != tc.code || !strings.Contains(body, tc.status) {
+			t.Errorf("%s %s: %d %s", tc.token, tc.body, code, body)
+		}
+	}
+	code, body := post(selfRulesReviewPath, "wh-carol", `{"spec":{"namespace":"default"}}`)
+	if code != 201 || !strings.Contains(body, `"status":{"resourceRules":[],"nonResourceRules":[],"incomplete":true,"evaluationError":"webhook authorizer does not support user rule resolution"}`) {
+		t.Errorf("rules review: %d %s", code, body)
+	}
+	if code, body := post(selfRulesReviewPath, "wh-carol", `{"spec":{}}`); code != 400 || !strings.Contains(body, "no namespace on request") {
+		t.Errorf("rules review without a namespace: %d %s", code, body)
+	}
 }

@@ -151,6 +151,10 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteStatus(w, kstatus.FromError(err))
 		return
 	}
+	// kubectl auth can-i's reviews are answered here, by the authorizers.
+	if e.Authz != nil && e.Authz.ServeSelfReview(w, r, u) {
+		return
+	}
 	e.Next.ServeHTTP(w, r)
 }
 
