@@ -275,12 +275,16 @@ func (r *Runner) request(ctx context.Context, f *File, id string, st Step, sides
 }
 
 // headersCompared are the response headers clients read.
-var headersCompared = []string{"Content-Type", "Warning", "Location", "Retry-After"}
+var headersCompared = []string{"Content-Type", "Warning", "Location", "Retry-After", "Vary"}
 
 func (s *side) render(resp *http.Response, b []byte, req *Request, reqBody []byte) string {
 	norm := s.norm.forRequest(reqBody)
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "HTTP %d\n", resp.StatusCode)
+	if resp.Uncompressed {
+		// the Go client asked for gzip and decompressed the body
+		sb.WriteString("Content-Encoding: gzip\n")
+	}
 	for _, h := range headersCompared {
 		vs := resp.Header.Values(h)
 		if h == "Warning" {

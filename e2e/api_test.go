@@ -682,7 +682,8 @@ func TestAPIClientGo(t *testing.T) {
 			t.Fatalf("yaml: %s", body)
 		}
 		resp, body = c.raw(t, "GET", "/apis/stable.example.com/v1/namespaces/pg/crontabs/p0", "", "Accept", "application/vnd.kubernetes.protobuf")
-		if resp.StatusCode != 406 || !strings.Contains(string(body), `"reason":"NotAcceptable"`) {
+		// upstream's 406, encoded in protobuf for a protobuf client
+		if resp.StatusCode != 406 || resp.Header.Get("Content-Type") != "application/vnd.kubernetes.protobuf" || !strings.Contains(string(body), "NotAcceptable") {
 			t.Fatalf("protobuf: %d %s", resp.StatusCode, body)
 		}
 	})

@@ -228,7 +228,7 @@ func TestGracefulShutdown(t *testing.T) {
 			inflight <- resp.Status
 		}()
 		// Wait until the gateway has it (its call to storage is in flight).
-		for deadline := time.Now().Add(10 * time.Second); !getInFlight(httpAddr["gateway"]); time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(30 * time.Second); !getInFlight(httpAddr["gateway"]); time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatal("the GET never reached the gateway")
 			}

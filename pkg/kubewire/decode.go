@@ -80,6 +80,10 @@ type BodyRequest struct {
 	// Kind is the custom resource's kind (TargetCustomResource), which
 	// upstream's decode errors name.
 	Kind string
+	// Group and Version are the request's (TargetCustomResource): with
+	// Kind, the defaults upstream's handler decodes with, which its decode
+	// errors name when the body's TypeMeta is empty.
+	Group, Version string
 	// FieldValidation is the request's fieldValidation parameter.
 	FieldValidation string
 }
@@ -136,7 +140,11 @@ func DecodeBody(r BodyRequest) (Body, error) {
 	}
 	// the crdHandler's protobuf decoder, into the empty object its
 	// versioning decoder uses: it types no custom resource
-	_, gvk, err := info.Serializer.Decode(r.Body, nil, &unstructured.Unstructured{})
+	var defaults *schema.GroupVersionKind
+	if r.Version != "" {
+		defaults = &schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
+	}
+	_, gvk, err := info.Serializer.Decode(r.Body, defaults, &unstructured.Unstructured{})
 	if err == nil {
 		err = NotMarshalableError()
 	}
@@ -206,6 +214,15 @@ func decodeError(err error, intoKind string, gvk *schema.GroupVersionKind, body 
 		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %s", gvk.Kind, gvk.Version, intoKind, msg))
 	}
 	return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %s (%s)", intoKind, msg, summarize(body, 30)))
+}
+
+// UnrecognizedError is upstream's 400 for a body its decoder could not
+// read at all (no kind known), as its handlers word it: "the object
+// provided is unrecognized (must be of type <into>): <err> (<summary of
+// the body>)", the summary the body as text when it is JSON, else in hex,
+// cut at 30 bytes. A YAML body that does not convert is answered so.
+func UnrecognizedError(err error, intoKind string, body []byte) error {
+	return decodeError(err, intoKind, nil, body)
 }
 
 // summarize abbreviates a body for an error message as upstream's

@@ -19,6 +19,7 @@ type decodeCase struct {
 	contentType string
 	body        []byte
 	validation  string
+	version     string // of the custom resource request
 	// a decoded CRD's name, or the error upstream answered
 	crdName string
 	code    int32
@@ -59,6 +60,8 @@ func decodeCases(t testing.TB) []decodeCase {
 		{name: "cr create protobuf garbage ignore", target: TargetCustomResource, contentType: pb, body: []byte("k8s\x00\x0a\xff"), validation: "Ignore", code: 400,
 			message: "the object provided is unrecognized (must be of type CronTab): unexpected EOF (6b3873000aff)"},
 		{name: "cr create protobuf", target: TargetCustomResource, contentType: pb, body: crdProto(t, "crs"), abort: true},
+		{name: "cr create protobuf empty typemeta ignore", target: TargetCustomResource, contentType: pb, body: []byte("k8s\x00\n\x02\n\x00"), validation: "Ignore", version: "v1", code: 400,
+			message: `CronTab in version "v1" cannot be handled as a CronTab: Object 'Kind' is missing in 'object has no kind field '`},
 		{name: "cr create protobuf strict", target: TargetCustomResource, contentType: pb, body: crdProto(t, "crs"), validation: "Strict", abort: true},
 	}
 }
@@ -71,7 +74,7 @@ func TestDecodeBody(t *testing.T) {
 	crdJSON := readJSON(t, "crontab-crd.yaml")
 	for _, tc := range decodeCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := DecodeBody(BodyRequest{ContentType: tc.contentType, Body: tc.body, Target: tc.target, Kind: "CronTab", FieldValidation: tc.validation})
+			b, err := DecodeBody(BodyRequest{ContentType: tc.contentType, Body: tc.body, Target: tc.target, Kind: "CronTab", Version: tc.version, FieldValidation: tc.validation})
 			switch {
 			case tc.abort:
 				if !errors.Is(err, ErrAbortConnection) {

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/crdplane/crdplane/pkg/celconv"
 	"github.com/crdplane/crdplane/pkg/convert"
 	"github.com/crdplane/crdplane/pkg/crdcache"
 	"github.com/crdplane/crdplane/pkg/grpcx"
@@ -61,6 +62,7 @@ type Service struct {
 	conn    grpcx.Conn
 	crds    *crdcache.Cache
 	webhook *webhook.Converter
+	rules   *RuleCache
 	cancel  context.CancelFunc
 }
 
@@ -82,11 +84,13 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		conn:    conn,
 		crds:    crdcache.New(registryv1.NewRegistryServiceClient(conn), slog.Default().With("service", "converter")),
 		webhook: webhook.New(cfg.Webhook),
+		rules:   NewRuleCache(),
 		cancel:  cancel,
 	}
 	s.crds.OnChange(func(old, new *crdcache.CRD) {
 		if new == nil && old != nil {
 			s.webhook.Forget(string(old.UID))
+			s.rules.Forget(string(old.UID))
 		}
 	})
 	go s.crds.Run(ctx)
@@ -125,7 +129,7 @@ func (s *Service) Convert(ctx context.Context, req *converterv1.ConvertRequest) 
 	if err != nil {
 		return nil, kstatus.ToGRPC(apierrors.NewServiceUnavailable(err.Error()))
 	}
-	objs, err := ConvertObjects(ctx, s.webhook, crd, req.GetDesiredApiVersion(), req.GetObjects())
+	objs, err := ConvertObjects(ctx, s.webhook, s.rules, crd, req.GetDesiredApiVersion(), req.GetObjects())
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
@@ -133,9 +137,12 @@ func (s *Service) Convert(ctx context.Context, req *converterv1.ConvertRequest) 
 }
 
 // ConvertObjects converts objects of crd to desiredAPIVersion with the CRD's
-// strategy (Webhook through wh; nil: unavailable). The desired version
-// must be one of the CRD's versions.
-func ConvertObjects(ctx context.Context, wh *webhook.Converter, crd *apiextensionsv1.CustomResourceDefinition, desiredAPIVersion string, objects [][]byte) ([][]byte, error) {
+// strategy (Webhook through wh; nil: unavailable). Under None, a CRD with
+// conversion rules (the annotation conversion.crdplane.dev/rules, package
+// celconv) converts with them, in process (compiled once per CRD version
+// in rules; nil: compiled for this call). The desired version must be one
+// of the CRD's versions.
+func ConvertObjects(ctx context.Context, wh *webhook.Converter, rules *RuleCache, crd *apiextensionsv1.CustomResourceDefinition, desiredAPIVersion string, objects [][]byte) ([][]byte, error) {
 	gv, err := schema.ParseGroupVersion(desiredAPIVersion)
 	if err != nil || gv.Group != crd.Spec.Group || !hasVersion(crd, gv.Version) {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid desired apiVersion %q for %s", desiredAPIVersion, crd.Name))
@@ -146,6 +153,15 @@ func ConvertObjects(ctx context.Context, wh *webhook.Converter, crd *apiextensio
 	}
 	switch strategy {
 	case apiextensionsv1.NoneConverter:
+		if celconv.HasRules(crd) {
+			r, err := rules.Get(crd)
+			if err != nil {
+				return nil, err
+			}
+			if r != nil {
+				return convertWithRules(ctx, r, desiredAPIVersion, objects)
+			}
+		}
 		out := make([][]byte, len(objects))
 		for i, obj := range objects {
 			c, err := convert.None(obj, desiredAPIVersion)

@@ -36,7 +36,7 @@ func TestConvertObjects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := ConvertObjects(context.Background(), nil, tt.crd, tt.desired, objs)
+			out, err := ConvertObjects(context.Background(), nil, nil, tt.crd, tt.desired, objs)
 			if tt.wantCode != 0 {
 				se, ok := err.(*apierrors.StatusError)
 				if !ok || se.ErrStatus.Code != tt.wantCode {

@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/crdplane/crdplane/pkg/celconv"
 	"github.com/crdplane/crdplane/pkg/convert"
 	"github.com/crdplane/crdplane/pkg/grpcx"
 	"github.com/crdplane/crdplane/pkg/jsonscan"
@@ -15,9 +16,11 @@ import (
 )
 
 // convertObjects converts custom resources of r to apiVersion: None
-// conversion is an in-process apiVersion rewrite; Webhook conversion is one
-// call to the converter service for every object not already there (a
-// list in one call, unless it is over gRPC's request size limit: then in
+// conversion is an in-process apiVersion rewrite; Webhook conversion, and
+// None conversion of a CRD with CEL conversion rules (the annotation
+// conversion.crdplane.dev/rules, run by the converter in its process, see
+// pkg/celconv), is one call to the converter service for every object not
+// already there (a list in one call, unless it is over gRPC's request size limit: then in
 // calls of up to 15 MiB; the converter coalesces concurrent calls and
 // chunks large lists itself). The converter's errors (a Status: 500 InternalError
 // "conversion webhook for <gvk> failed: ..." as upstream) pass through
@@ -37,7 +40,7 @@ func (a *kubeAPI) convertObjects(ctx context.Context, r *resource, apiVersion st
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	if !r.webhookConversion() {
+	if !r.webhookConversion() && !celconv.HasRules(r.crd) {
 		out := make([][]byte, len(objs))
 		for i, o := range objs {
 			from := versionOf(objectAPIVersion(o))

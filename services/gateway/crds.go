@@ -91,6 +91,9 @@ func (a *kubeAPI) crdGet(ctx context.Context, req *gatewayv1.GetRequest, out htt
 	if err != nil {
 		return nil, err
 	}
+	if out.As == httpx.AsPartialObjectMetadataList {
+		return nil, errNotAcceptableConversion("you requested PartialObjectMetadataList, but the requested object is not a list (*apiextensions.CustomResourceDefinition)")
+	}
 	return respondObject(out, rm, resp.GetObject(), defaultPrinter)
 }
 
@@ -130,11 +133,7 @@ func (a *kubeAPI) crdList(ctx context.Context, namespace string, params listPara
 		return continueExpired(ctx, err, params.continueToken, out)
 	}
 	if out.As == "" {
-		doc, err := renderCRDList(page)
-		if err != nil {
-			return nil, err
-		}
-		return out.Body(doc), nil
+		return out.RenderTypedList(crdAPIVersion, crdListKind, page, func() ([]byte, error) { return renderCRDList(page) })
 	}
 	return respondList(out, rm, crdAPIVersion, crdListKind, page, defaultPrinter)
 }
@@ -196,7 +195,7 @@ func (a *kubeAPI) crdWatch(ctx context.Context, namespace string, params listPar
 		return err
 	}
 	plan := planWatch(opts, rv, a.minRequestTimeout)
-	plan.apiVersion, plan.kind = crdAPIVersion, crdKind
+	plan.apiVersion, plan.kind, plan.wire = crdAPIVersion, crdKind, out
 	if plan.transform, err = watchTransform(out, rm, defaultPrinter); err != nil {
 		return err
 	}
@@ -233,7 +232,7 @@ func (a *kubeAPI) crdCreate(ctx context.Context, req *gatewayv1.CreateRequest, o
 	}
 	httpx.AddWarnings(ctx, resp.GetWarnings()...)
 	httpx.SetHTTPCode(ctx, http.StatusCreated)
-	return out.Body(resp.GetObject()), nil
+	return out.Render(resp.GetObject())
 }
 
 func (a *kubeAPI) crdUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body []byte, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
@@ -253,7 +252,7 @@ func (a *kubeAPI) crdUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, o
 		return nil, err
 	}
 	httpx.AddWarnings(ctx, resp.GetWarnings()...)
-	return out.Body(resp.GetObject()), nil
+	return out.Render(resp.GetObject())
 }
 
 func (a *kubeAPI) crdPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions, pt string, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
@@ -274,7 +273,7 @@ func (a *kubeAPI) crdPatch(ctx context.Context, req *gatewayv1.PatchRequest, opt
 		return nil, err
 	}
 	httpx.AddWarnings(ctx, resp.GetWarnings()...)
-	return out.Body(resp.GetObject()), nil
+	return out.Render(resp.GetObject())
 }
 
 func (a *kubeAPI) crdDelete(ctx context.Context, req *gatewayv1.DeleteRequest, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
@@ -298,7 +297,7 @@ func (a *kubeAPI) deleteCRD(ctx context.Context, name string, opts *metav1.Delet
 	if err != nil {
 		return nil, err
 	}
-	return out.Body(resp.GetObject()), nil
+	return out.Render(resp.GetObject())
 }
 
 func (a *kubeAPI) crdDeleteCollection(ctx context.Context, namespace string, params listParams, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
@@ -313,7 +312,7 @@ func (a *kubeAPI) crdDeleteCollection(ctx context.Context, namespace string, par
 		}
 		for _, it := range page.Items {
 			name, _ := itemNameNamespace(it)
-			if _, err := a.deleteCRD(ctx, name, opts, out); err != nil {
+			if _, err := a.deleteCRD(ctx, name, opts, httpx.OutputFormat{}); err != nil {
 				if kstatus.FromError(err).Code == http.StatusNotFound {
 					continue
 				}
@@ -327,9 +326,5 @@ func (a *kubeAPI) crdDeleteCollection(ctx context.Context, namespace string, par
 		}
 		params.continueToken = page.ContinueToken
 	}
-	doc, err := renderCRDList(all)
-	if err != nil {
-		return nil, err
-	}
-	return out.Body(doc), nil
+	return out.RenderTypedList(crdAPIVersion, crdListKind, all, func() ([]byte, error) { return renderCRDList(all) })
 }

@@ -61,11 +61,15 @@ func deleteOptions(body []byte, query url.Values, dryRun []string, grace *int64,
 // Delete serves DELETE on one object.
 func (a *kubeAPI) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*httpbody.HttpBody, error) {
 	rm := httpx.RequestMetaFrom(ctx)
-	out, err := httpx.WriteOutput(rm, req.GetPretty())
+	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), ""))
 	if err != nil {
 		return httpx.Reply(nil, err)
 	}
-	opts, err := deleteOptions(req.GetBody().GetData(), rm.Query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
+	body, err := httpx.DecodeDeleteBody(rm, req.GetBody().GetData())
+	if err != nil {
+		return httpx.Reply(nil, err)
+	}
+	opts, err := deleteOptions(body, rm.Query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
 	if err != nil {
 		return httpx.Reply(nil, err)
 	}
@@ -87,7 +91,7 @@ func (a *kubeAPI) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*ht
 		// that did not remove the object.
 		httpx.SetHTTPCode(ctx, http.StatusAccepted)
 	}
-	return out.Body(doc), nil
+	return out.Render(doc)
 }
 
 // deleteOne deletes one custom resource as kube-apiserver's registry does
@@ -325,11 +329,15 @@ func withStatusTypeMeta(s *metav1.Status) *metav1.Status {
 // deleted as by Delete; the answer lists them as they were.
 func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCollectionRequest) (*httpbody.HttpBody, error) {
 	rm := httpx.RequestMetaFrom(ctx)
-	out, err := httpx.WriteOutput(rm, req.GetPretty())
+	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), ""))
 	if err != nil {
 		return httpx.Reply(nil, err)
 	}
-	opts, err := deleteOptions(req.GetBody().GetData(), rm.Query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
+	body, err := httpx.DecodeDeleteBody(rm, req.GetBody().GetData())
+	if err != nil {
+		return httpx.Reply(nil, err)
+	}
+	opts, err := deleteOptions(body, rm.Query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
 	if err != nil {
 		return httpx.Reply(nil, err)
 	}

@@ -2,31 +2,14 @@ package gateway
 
 import (
 	"encoding/json"
-	"runtime/metrics"
 	"testing"
 
-	"github.com/crdplane/crdplane/services/gateway/httpx"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/crdplane/crdplane/pkg/fuzzalloc"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
-
-// fuzzHeapAllocated returns the bytes the process has allocated so far (cheap:
-// no stop-the-world, unlike runtime.ReadMemStats).
-func fuzzHeapAllocated() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
-
-// fuzzCheckAlloc fails when fn allocated more than a fixed allowance plus
-// perByte for every byte of input.
-func fuzzCheckAlloc(t *testing.T, input, perByte int, fn func()) {
-	t.Helper()
-	before := fuzzHeapAllocated()
-	fn()
-	if alloc, limit := fuzzHeapAllocated()-before, uint64(64<<20+perByte*input); alloc > limit {
-		t.Fatalf("allocated %d bytes for %d bytes of input", alloc, input)
-	}
-}
 
 // FuzzRequestBody: a create or update body, JSON or YAML, goes through the
 // gateway's decoding (httpx.DecodeBody, then decodeObject): it decodes or
@@ -39,7 +22,7 @@ func FuzzRequestBody(f *testing.F) {
 		if yaml {
 			ct = httpx.ContentTypeYAML
 		}
-		fuzzCheckAlloc(t, len(body), 1000, func() {
+		fuzzalloc.Check(t, len(body), 1000, func() {
 			b, err := httpx.DecodeBody(ct, body)
 			if err == nil {
 				err = b.YAMLError()
@@ -75,7 +58,7 @@ func FuzzRequestBody(f *testing.F) {
 func FuzzListOptions(f *testing.F) {
 	f.Fuzz(func(t *testing.T, labelSelector, fieldSelector, continueToken, resourceVersion string, limit int64, watch bool) {
 		in := len(labelSelector) + len(fieldSelector) + len(continueToken) + len(resourceVersion)
-		fuzzCheckAlloc(t, in, 1000, func() {
+		fuzzalloc.Check(t, in, 1000, func() {
 			opts, err := parseListOptions(listParams{
 				labelSelector: labelSelector, fieldSelector: fieldSelector, continueToken: continueToken,
 				resourceVersion: resourceVersion, limit: limit, watch: watch,
@@ -95,6 +78,64 @@ func FuzzListOptions(f *testing.F) {
 					t.Fatalf("%T is not a Status: %v", err, err)
 				}
 				_ = opts.FieldSelector.String()
+			}
+		})
+	})
+}
+
+// FuzzProtobufBody: a protobuf create or update body (of a CRD, a custom
+// resource or a Scale) and a protobuf DELETE body go through the
+// gateway's decoding (httpx.DecodeRequestBody and DecodeDeleteBody, over
+// kubewire.DecodeBody and DecodeDeleteOptions): each decodes into valid
+// JSON or fails with a Status error (4xx, or the 500 upstream answers a
+// DeleteOptions that does not decode), never panics, and the memory taken
+// stays proportional to the body. The seed corpus is well-formed bodies
+// and their truncated, re-prefixed and extended forms.
+func FuzzProtobufBody(f *testing.F) {
+	crd := pbEncode(f, pbCRD("seeds.fuzz.example.com"))
+	del := pbEncode(f, &metav1.DeleteOptions{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "DeleteOptions"}, PropagationPolicy: ptrTo(metav1.DeletePropagationForeground)})
+	status := pbEncode(f, &metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Message: "x"})
+	for _, seed := range [][]byte{
+		crd, crd[:len(crd)/2], append([]byte("k8s\x01"), crd[4:]...), append(append([]byte{}, crd...), 0xfa, 0x01, 0x00),
+		crd[4:], del, del[:len(del)-3], status, []byte("k8s\x00"), []byte("k8s\x00\n\x02\n\x00"), []byte("k8s\x00\n\xff"), {},
+	} {
+		for target := range uint8(4) {
+			f.Add(target, seed)
+		}
+	}
+	targets := []httpx.Target{httpx.TargetCRD, httpx.TargetCustomResource, httpx.TargetScale}
+	isStatus := func(t *testing.T, err error) {
+		if _, ok := err.(apierrors.APIStatus); !ok {
+			t.Fatalf("%T is not a Status: %v", err, err)
+		}
+	}
+	f.Fuzz(func(t *testing.T, target uint8, body []byte) {
+		rm := httpx.RequestMeta{ContentType: pbType}
+		fuzzalloc.Check(t, len(body), 1000, func() {
+			if int(target) >= len(targets) {
+				data, err := httpx.DecodeDeleteBody(rm, body)
+				if err != nil {
+					isStatus(t, err)
+					return
+				}
+				if len(body) > 0 && !json.Valid(data) {
+					t.Fatalf("DeleteOptions decoded to invalid JSON: %q", data)
+				}
+				return
+			}
+			b, err := httpx.DecodeRequestBody(rm, body, httpx.BodyFor{
+				Target: targets[target], Group: "fuzz.example.com", Version: "v1",
+				Kind: func() (string, error) { return "Fuzz", nil },
+			})
+			if err != nil {
+				isStatus(t, err)
+				if code := err.(apierrors.APIStatus).Status().Code; code < 400 || code >= 500 {
+					t.Fatalf("a bad body answered %d: %v", code, err)
+				}
+				return
+			}
+			if !json.Valid(b.JSON) {
+				t.Fatalf("decoded to invalid JSON: %q", b.JSON)
 			}
 		})
 	})

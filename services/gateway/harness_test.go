@@ -19,13 +19,13 @@ const testToken = "test-token"
 // testGateway is a gateway over the real backend services (storage on an
 // embedded etcd, registry, validator, converter), served by httptest.
 type testGateway struct {
-	t        *testing.T
+	t        testing.TB
 	svc      *Service
 	srv      *httptest.Server
 	backends *backendtest.Backends
 }
 
-func newTestGateway(t *testing.T, opts ...backendtest.Options) *testGateway {
+func newTestGateway(t testing.TB, opts ...backendtest.Options) *testGateway {
 	t.Helper()
 	b := backendtest.Start(t, opts...)
 	svc, err := New(context.Background(), Config{

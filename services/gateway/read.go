@@ -57,11 +57,12 @@ func checkSubresource(r *resource, sub, name string) error {
 // Get serves GET on one object (and its status and scale subresources).
 func (a *kubeAPI) Get(ctx context.Context, req *gatewayv1.GetRequest) (*httpbody.HttpBody, error) {
 	rm := httpx.RequestMetaFrom(ctx)
-	out, err := httpx.NegotiateOutput(rm, req.GetPretty())
+	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
+	out, err := httpx.NegotiateOutput(rm, readTarget(crds, req.GetSubresource()))
 	if err != nil {
 		return httpx.Reply(nil, err)
 	}
-	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
+	if crds {
 		return httpx.Reply(a.crdGet(ctx, req, out, rm))
 	}
 	return httpx.Reply(a.crGet(ctx, req, out, rm))
@@ -106,6 +107,18 @@ func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out http
 	return respondObject(out, rm, obj, func() *tablePrinter { return newColumnPrinter(printerColumns(r.crd, r.version)) })
 }
 
+// readTarget is the endpoint kind of a GET: a CRD (or its status), a
+// custom resource's scale subresource, or a custom resource.
+func readTarget(crds bool, sub string) httpx.Target {
+	switch {
+	case crds:
+		return httpx.TargetCRD
+	case sub == "scale":
+		return httpx.TargetScale
+	}
+	return httpx.TargetCustomResource
+}
+
 // respondObject renders one object (JSON at the request version) in the
 // negotiated format; printer gives its table columns.
 func respondObject(out httpx.OutputFormat, rm httpx.RequestMeta, obj []byte, printer func() *tablePrinter) (*httpbody.HttpBody, error) {
@@ -120,7 +133,7 @@ func respondObject(out httpx.OutputFormat, rm httpx.RequestMeta, obj []byte, pri
 		if err != nil {
 			return nil, err
 		}
-		return out.Body(doc), nil
+		return out.Render(doc)
 	case httpx.AsPartialObjectMetadata:
 		o, err := decodeObject(obj)
 		if err != nil {
@@ -130,11 +143,11 @@ func respondObject(out httpx.OutputFormat, rm httpx.RequestMeta, obj []byte, pri
 		if err != nil {
 			return nil, err
 		}
-		return out.Body(doc), nil
+		return out.Render(doc)
 	case httpx.AsPartialObjectMetadataList:
 		return nil, errNotAcceptableConversion("you requested PartialObjectMetadataList, but the requested object is not a list (*unstructured.Unstructured)")
 	}
-	return out.Body(obj), nil
+	return out.Render(obj)
 }
 
 // respondList renders a list page (items JSON at the request version).
@@ -150,17 +163,21 @@ func respondList(out httpx.OutputFormat, rm httpx.RequestMeta, apiVersion, listK
 		if err != nil {
 			return nil, err
 		}
-		return out.Body(doc), nil
+		return out.Render(doc)
 	case httpx.AsPartialObjectMetadataList:
 		doc, err := partialObjectMetadataList(page, out.AsGV)
 		if err != nil {
 			return nil, err
 		}
-		return out.Body(doc), nil
+		return out.Render(doc)
 	case httpx.AsPartialObjectMetadata:
-		return nil, errNotAcceptableConversion("you requested PartialObjectMetadata, but the requested object is a list (*unstructured.UnstructuredList)")
+		goType := "*unstructured.UnstructuredList"
+		if apiVersion == crdAPIVersion {
+			goType = "*apiextensions.CustomResourceDefinitionList"
+		}
+		return nil, errNotAcceptableConversion("you requested PartialObjectMetadata, but the requested object is a list (" + goType + ")")
 	}
-	return out.Body(httpx.RenderList(apiVersion, listKind, page)), nil
+	return out.Render(httpx.RenderList(apiVersion, listKind, page))
 }
 
 // errNotAcceptableConversion is upstream's 406 for a transformation the
@@ -185,7 +202,12 @@ func objectResourceVersion(obj []byte) string {
 // List serves GET on a collection.
 func (a *kubeAPI) List(ctx context.Context, req *gatewayv1.ListRequest) (*httpbody.HttpBody, error) {
 	rm := httpx.RequestMetaFrom(ctx)
-	out, err := httpx.NegotiateOutput(rm, req.GetPretty())
+	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
+	target := httpx.TargetCustomResource
+	if crds {
+		target = httpx.TargetCRDCollection
+	}
+	out, err := httpx.NegotiateOutput(rm, target)
 	if err != nil {
 		return httpx.Reply(nil, err)
 	}
@@ -198,7 +220,7 @@ func (a *kubeAPI) List(ctx context.Context, req *gatewayv1.ListRequest) (*httpbo
 		resourceVersionMatch: req.GetResourceVersionMatch(),
 		sendInitialEvents:    req.SendInitialEvents,
 	}
-	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
+	if crds {
 		return httpx.Reply(a.crdList(ctx, req.GetNamespace(), params, out, rm))
 	}
 	return httpx.Reply(a.crList(ctx, req, params, out, rm))
@@ -248,6 +270,9 @@ func continueExpired(ctx context.Context, err error, token string, out httpx.Out
 	// The Status carries list metadata, which a gRPC error cannot: it is
 	// the response body, with its code.
 	httpx.SetHTTPCode(ctx, http.StatusGone)
+	if out.YAML || out.Protobuf {
+		return out.StatusBody(st), nil
+	}
 	return &httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: httpx.StatusJSON(st, out.Pretty)}, nil
 }
 
@@ -337,17 +362,22 @@ func (a *kubeAPI) Watch(req *gatewayv1.WatchRequest, stream gatewayv1.KubeAPISer
 		name:                 watchNameFrom(ctx),
 	}
 	rm := httpx.RequestMetaFrom(ctx)
-	out, err := watchOutput(rm)
-	if err != nil {
-		return failWatch(ctx, stream, err)
+	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
+	target := httpx.TargetCustomResource
+	if crds {
+		target = httpx.TargetCRDCollection
 	}
-	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
+	out, err := httpx.NegotiateWatch(rm, target)
+	if err != nil {
+		return failWatch(ctx, stream, target, err)
+	}
+	if crds {
 		err = a.crdWatch(ctx, req.GetNamespace(), params, stream, out, rm)
 	} else {
 		err = a.crWatch(ctx, req, params, stream, out, rm)
 	}
 	if err != nil {
-		return failWatch(ctx, stream, err)
+		return failWatch(ctx, stream, target, err)
 	}
 	return nil
 }
@@ -356,13 +386,14 @@ func (a *kubeAPI) Watch(req *gatewayv1.WatchRequest, stream gatewayv1.KubeAPISer
 // error's Status and HTTP code, as kube-apiserver does. (A gRPC error here
 // would reach the client as a stream error, with an HTTP code derived from
 // the gRPC code: 400 instead of 422, 404 lost in translation.)
-func failWatch(ctx context.Context, stream gatewayv1.KubeAPIService_WatchServer, err error) error {
+func failWatch(ctx context.Context, stream gatewayv1.KubeAPIService_WatchServer, target httpx.Target, err error) error {
 	if ctx.Err() != nil {
 		return httpx.ToGRPC(err)
 	}
 	s := kstatus.FromError(httpx.ToGRPC(err))
+	body := httpx.ErrorBody(httpx.RequestMetaFrom(ctx), target, s)
 	httpx.SetHTTPCode(ctx, int(s.Code))
-	if serr := stream.Send(&httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: httpx.StatusJSON(s, false)}); serr != nil {
+	if serr := stream.Send(body); serr != nil {
 		return httpx.ToGRPC(err)
 	}
 	return nil
@@ -390,7 +421,7 @@ func (a *kubeAPI) crWatch(ctx context.Context, req *gatewayv1.WatchRequest, para
 	// Past the largest revision: a watch that waits (silently) forever.
 	rv = clampRV(rv, opts.ResourceVersion)
 	plan := planWatch(opts, rv, a.minRequestTimeout)
-	plan.apiVersion, plan.kind = r.apiVersion(), r.kind
+	plan.apiVersion, plan.kind, plan.wire = r.apiVersion(), r.kind, out
 	plan.convert = func(ctx context.Context, obj []byte) ([]byte, error) {
 		return a.readObject(ctx, r, obj)
 	}

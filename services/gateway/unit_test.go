@@ -336,9 +336,9 @@ func TestNegotiateOutput(t *testing.T) {
 		{accept: "", ua: "kubectl/v1.33.0 (linux/amd64)"},
 	}
 	for _, tt := range tests {
-		got, err := httpx.NegotiateOutput(httpx.RequestMeta{Accept: tt.accept, UserAgent: tt.ua}, false)
+		got, err := httpx.NegotiateOutput(httpx.RequestMeta{Accept: tt.accept, UserAgent: tt.ua}, httpx.TargetCustomResource)
 		if tt.notAccept {
-			if s := kstatus.FromError(err); s == nil || s.Code != http.StatusNotAcceptable || s.Message != "only the following media types are accepted: application/json, application/yaml" {
+			if s := kstatus.FromError(err); s == nil || s.Code != http.StatusNotAcceptable || s.Message != "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf" {
 				t.Errorf("%q: want 406, got %v", tt.accept, err)
 			}
 			continue

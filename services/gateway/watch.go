@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"time"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
@@ -49,6 +48,8 @@ type watchPlan struct {
 	// transform renders an event's object as the client asked (Table,
 	// PartialObjectMetadata; nil: as is). Bookmarks go through it too.
 	transform func(obj []byte) ([]byte, error)
+	// wire is the stream's encoding: JSON lines or protobuf frames.
+	wire httpx.OutputFormat
 }
 
 // watchTransform is the per-event transformation a watch's negotiated
@@ -81,19 +82,6 @@ func watchTransform(out httpx.OutputFormat, rm httpx.RequestMeta, printer func()
 	return nil, nil
 }
 
-// watchOutput negotiates a watch's encoding: JSON frames, possibly of
-// transformed objects; YAML has no streaming form (406).
-func watchOutput(rm httpx.RequestMeta) (httpx.OutputFormat, error) {
-	out, err := httpx.NegotiateOutput(rm, false)
-	if err == nil && out.YAML {
-		err = &apierrors.StatusError{ErrStatus: metav1.Status{
-			Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
-			Message: "only the following media types are accepted: " + httpx.ContentTypeJSON,
-		}}
-	}
-	return out, err
-}
-
 // planWatch derives the backend request and rendering from validated
 // options: resourceVersion ""/"0" starts with the current state (unless
 // sendInitialEvents=false), N follows the changes after N.
@@ -124,7 +112,8 @@ func planWatch(opts *metainternalversion.ListOptions, rv int64, minTimeout time.
 // passes, the client goes away or the backend closes the stream; a backend
 // error becomes a final ERROR event carrying its Status (e.g. 410 Expired).
 func serveWatch(ctx context.Context, out gatewayv1.KubeAPIService_WatchServer, p watchPlan, recv func() (backendEvent, error)) error {
-	if err := out.Send(&httpbody.HttpBody{ContentType: httpx.ContentTypeJSON}); err != nil {
+	contentType := p.wire.WatchContentType()
+	if err := out.Send(&httpbody.HttpBody{ContentType: contentType}); err != nil {
 		return nil
 	}
 	// The backend is read ahead so that a frame is flushed only when no
@@ -155,16 +144,16 @@ func serveWatch(ctx context.Context, out gatewayv1.KubeAPIService_WatchServer, p
 			unflushed = true
 			return fw.WriteFrame(frame)
 		}
-		return out.Send(&httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: frame})
+		return out.Send(&httpbody.HttpBody{ContentType: contentType, Data: frame})
 	}
 	sendError := func(err error) {
 		if buffered {
-			if fw.WriteFrame(httpx.WatchErrorFrame(err)) == nil {
+			if fw.WriteFrame(p.wire.WatchErrorFrame(err)) == nil {
 				_ = fw.Flush()
 			}
 			return
 		}
-		_ = out.Send(&httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: httpx.WatchErrorFrame(err)})
+		_ = out.Send(&httpbody.HttpBody{ContentType: contentType, Data: p.wire.WatchErrorFrame(err)})
 	}
 	inInitial := p.initialEvents
 	for {
@@ -248,7 +237,7 @@ func (p *watchPlan) frame(eventType string, obj []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return httpx.WatchFrame(eventType, obj), nil
+	return p.wire.WatchFrame(eventType, obj)
 }
 
 func eventTypeName(t commonv1.EventType) string {

@@ -35,7 +35,7 @@ func isDryRun(dryRun []string) bool { return len(dryRun) > 0 }
 // Create serves POST on a collection.
 func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*httpbody.HttpBody, error) {
 	rm := httpx.RequestMetaFrom(ctx)
-	out, err := httpx.WriteOutput(rm, req.GetPretty())
+	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), ""))
 	if err != nil {
 		return httpx.Reply(nil, err)
 	}
@@ -43,7 +43,7 @@ func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*ht
 	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
 		return httpx.Reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
 	}
-	body, err := httpx.DecodeBody(rm.ContentType, req.GetBody().GetData())
+	body, err := httpx.DecodeRequestBody(rm, req.GetBody().GetData(), a.bodyFor(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), ""))
 	if err != nil {
 		return httpx.Reply(nil, err)
 	}
@@ -148,7 +148,7 @@ func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, op
 // Update serves PUT on an object or its status.
 func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*httpbody.HttpBody, error) {
 	rm := httpx.RequestMetaFrom(ctx)
-	out, err := httpx.WriteOutput(rm, req.GetPretty())
+	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetSubresource()))
 	if err != nil {
 		return httpx.Reply(nil, err)
 	}
@@ -156,7 +156,7 @@ func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*ht
 	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
 		return httpx.Reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
 	}
-	body, err := httpx.DecodeBody(rm.ContentType, req.GetBody().GetData())
+	body, err := httpx.DecodeRequestBody(rm, req.GetBody().GetData(), a.bodyFor(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), req.GetSubresource()))
 	if err != nil {
 		return httpx.Reply(nil, err)
 	}
@@ -542,7 +542,7 @@ func finalizers(obj object) []any {
 // patch; strategic merge and apply patches are 415 for custom resources.
 func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpbody.HttpBody, error) {
 	rm := httpx.RequestMetaFrom(ctx)
-	out, err := httpx.WriteOutput(rm, req.GetPretty())
+	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetSubresource()))
 	if err != nil {
 		return httpx.Reply(nil, err)
 	}

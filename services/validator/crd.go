@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/crdplane/crdplane/pkg/celconv"
 	"github.com/crdplane/crdplane/pkg/crdlimits"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	"github.com/crdplane/crdplane/pkg/structural"
@@ -43,36 +44,58 @@ func (s *Service) ValidateCRD(ctx context.Context, req *validatorv1.ValidateCRDR
 }
 
 func (s *Service) validateCRD(ctx context.Context, req *validatorv1.ValidateCRDRequest) (*validatorv1.ValidateCRDResponse, error) {
-	crd, err := decodeCRD(req.GetCrd(), "crd")
+	crd, crdV1, err := decodeCRD(req.GetCrd(), "crd")
 	if err != nil {
 		return nil, err
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attribute.String("crdplane.crd", crd.Name))
 	var old *apiextensions.CustomResourceDefinition
 	if len(req.GetOldCrd()) > 0 {
-		if old, err = decodeCRD(req.GetOldCrd(), "old_crd"); err != nil {
+		if old, _, err = decodeCRD(req.GetOldCrd(), "old_crd"); err != nil {
 			return nil, err
 		}
 	}
 	errs := ValidateCRDSchemas(ctx, crd, old)
-	return &validatorv1.ValidateCRDResponse{Causes: crdCauses(errs)}, nil
+	var warnings []string
+	if len(errs) == 0 {
+		// Conversion rules are compiled against schemas that passed.
+		var ruleErrs field.ErrorList
+		warnings, ruleErrs = ValidateConversionRules(crdV1)
+		errs = append(errs, ruleErrs...)
+	}
+	return &validatorv1.ValidateCRDResponse{Causes: crdCauses(errs), Warnings: warnings}, nil
+}
+
+// ValidateConversionRules compiles the CRD's declarative conversion rules
+// (the annotation conversion.crdplane.dev/rules, package celconv) with this
+// tier's CEL environment and cost limits, and checks them for round-trip
+// safety against the schemas of both versions of every pair: compile
+// errors are field errors (the write is refused), fields that may not
+// round-trip are warnings (the write goes through).
+func ValidateConversionRules(crd *apiextensionsv1.CustomResourceDefinition) ([]string, field.ErrorList) {
+	rules, errs := celconv.Compile(crd)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return celconv.RoundTripWarnings(crd, rules), nil
 }
 
 // decodeCRD decodes a v1 CRD and converts it to the internal form upstream
-// validates (schemas shared by every version move to spec.validation).
-func decodeCRD(raw []byte, what string) (*apiextensions.CustomResourceDefinition, error) {
+// validates (schemas shared by every version move to spec.validation); it
+// returns both.
+func decodeCRD(raw []byte, what string) (*apiextensions.CustomResourceDefinition, *apiextensionsv1.CustomResourceDefinition, error) {
 	if len(raw) == 0 {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid ValidateCRDRequest: %s is required", what))
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("invalid ValidateCRDRequest: %s is required", what))
 	}
 	v1 := &apiextensionsv1.CustomResourceDefinition{}
 	if err := utiljson.Unmarshal(raw, v1); err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid ValidateCRDRequest: %s: %v", what, err))
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("invalid ValidateCRDRequest: %s: %v", what, err))
 	}
 	out := &apiextensions.CustomResourceDefinition{}
 	if err := crdScheme.Convert(v1, out, nil); err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid ValidateCRDRequest: %s: %v", what, err))
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("invalid ValidateCRDRequest: %s: %v", what, err))
 	}
-	return out, nil
+	return out, v1, nil
 }
 
 // ValidateCRDSchemas checks the defaults and CEL rules of every schema of

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/crdplane/crdplane/pkg/kubewire"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
@@ -48,16 +49,32 @@ func (s *Server) GetCoreDiscovery(ctx context.Context, req *gatewayv1.GetCoreDis
 	if err != nil {
 		return nil, httpx.ToGRPC(err)
 	}
+	if out, ok := protobufOutput(ctx, kubewire.TargetRootDiscovery); ok && out.Transform == kubewire.TransformNone {
+		pb, err := httpx.Wire().Object(b)
+		if err != nil {
+			return nil, httpx.ToGRPC(err)
+		}
+		return &httpbody.HttpBody{ContentType: kubewire.ContentTypeProtobuf, Data: pb}, nil
+	}
 	return &httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: append(b, '\n')}, nil
 }
 
 // GetDiscovery serves /apis, /apis/<g> and /apis/<g>/<v> from the
 // registry's discovery documents (legacy or aggregated, by Accept).
 func (s *Server) GetDiscovery(ctx context.Context, req *gatewayv1.GetDiscoveryRequest) (*httpbody.HttpBody, error) {
+	accept := httpx.RequestMetaFrom(ctx).Accept
+	// Protobuf is encoded here from the registry's JSON document.
+	out, pb := protobufOutput(ctx, discoveryTarget(req.GetGroup()))
+	if pb {
+		accept = httpx.ContentTypeJSON
+		if out.Transform == kubewire.TransformAPIGroupDiscoveryList {
+			accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+		}
+	}
 	resp, err := s.Registry.GetDiscovery(ctx, &registryv1.GetDiscoveryRequest{
 		Group:   req.GetGroup(),
 		Version: req.GetVersion(),
-		Accept:  httpx.RequestMetaFrom(ctx).Accept,
+		Accept:  accept,
 	})
 	if err != nil {
 		return nil, httpx.ToGRPC(err)
@@ -65,6 +82,13 @@ func (s *Server) GetDiscovery(ctx context.Context, req *gatewayv1.GetDiscoveryRe
 	ct := resp.GetContentType()
 	if ct == "" {
 		ct = httpx.ContentTypeJSON
+	}
+	body := resp.GetBody()
+	if pb {
+		if body, err = httpx.Wire().Object(body); err != nil {
+			return nil, httpx.ToGRPC(err)
+		}
+		ct = kubewire.ContentTypeProtobuf
 	}
 	// The registry's ETag; a client that has the document gets a 304.
 	if etag := resp.GetEtag(); etag != "" {
@@ -74,7 +98,27 @@ func (s *Server) GetDiscovery(ctx context.Context, req *gatewayv1.GetDiscoveryRe
 			return &httpbody.HttpBody{ContentType: ct}, nil
 		}
 	}
-	return &httpbody.HttpBody{ContentType: ct, Data: resp.GetBody()}, nil
+	return &httpbody.HttpBody{ContentType: ct, Data: body}, nil
+}
+
+// discoveryTarget is the endpoint kind of /apis (group ""), of
+// /apis/apiextensions.k8s.io[/v1] and of the custom resources' groups.
+func discoveryTarget(group string) kubewire.Target {
+	switch group {
+	case "":
+		return kubewire.TargetRootDiscovery
+	case "apiextensions.k8s.io":
+		return kubewire.TargetBuiltinDiscovery
+	}
+	return kubewire.TargetDiscovery
+}
+
+// protobufOutput reports whether a discovery request negotiates protobuf
+// (anything else is the registry's to negotiate, as it was).
+func protobufOutput(ctx context.Context, t kubewire.Target) (kubewire.Output, bool) {
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := kubewire.Negotiate(kubewire.Request{Accept: rm.Accept, RawQuery: rm.RawQuery, UserAgent: rm.UserAgent}, t)
+	return out, err == nil && out.Protobuf()
 }
 
 // GetOpenAPI serves /openapi/v3 (the index) and /openapi/v3/<path> from

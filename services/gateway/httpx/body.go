@@ -1,8 +1,10 @@
 package httpx
 
 import (
+	"errors"
 	"fmt"
 	"mime"
+	"net/http"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/crdplane/crdplane/pkg/jsonscan"
+	"github.com/crdplane/crdplane/pkg/kubewire"
 )
 
 // Body is a create or update request body, read once by DecodeBody: the
@@ -66,12 +69,13 @@ func DecodeBody(contentType string, raw []byte) (Body, error) {
 }
 
 // YAMLError is a YAML body's conversion failure as CRD requests answer it:
-// a 400 with the converter's message (nil when the body converted).
+// upstream's 400 for a body its decoder could not read (nil when the body
+// converted).
 func (b Body) YAMLError() error {
 	if b.ConvErr == nil {
 		return nil
 	}
-	return apierrors.NewBadRequest(b.ConvErr.Error())
+	return kubewire.UnrecognizedError(b.ConvErr, "CustomResourceDefinition", b.Raw)
 }
 
 // StrictErrors are the strict decoding errors upstream's decoder finds in
@@ -128,4 +132,76 @@ func UnsupportedMediaType(accepted ...string) error {
 		Reason:  metav1.StatusReasonUnsupportedMediaType,
 		Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s", strings.Join(accepted, ", ")),
 	}}
+}
+
+// BodyFor is the request a create or update body belongs to, for
+// DecodeRequestBody.
+type BodyFor struct {
+	// Target is the endpoint (TargetCRD, TargetCustomResource,
+	// TargetScale).
+	Target Target
+	// Kind resolves the custom resource's kind, which a protobuf body's
+	// 400 names (only called for one).
+	Kind func() (string, error)
+	// Group and Version are the request's.
+	Group, Version string
+}
+
+// DecodeRequestBody is DecodeBody with Kubernetes protobuf as upstream
+// serves it (kubewire.DecodeBody): a protobuf CRD (or Scale) body is
+// decoded into its JSON, one that does not decode is upstream's 400 and
+// nothing is written; a protobuf body for a custom resource is the 400 of
+// the crdHandler's decoder, which decodes none (upstream v1.33 resets the
+// connection under field validation Strict and Warn; crdplane answers the
+// 400 in every case). What no serializer reads is upstream's 415, which
+// lists the protobuf media type.
+func DecodeRequestBody(rm RequestMeta, raw []byte, f BodyFor) (Body, error) {
+	if isProtobuf(rm.ContentType) {
+		req := kubewire.BodyRequest{ContentType: rm.ContentType, Body: raw, Target: f.Target, FieldValidation: metav1.FieldValidationIgnore}
+		if f.Target == TargetCustomResource && f.Kind != nil {
+			kind, err := f.Kind()
+			if err != nil {
+				return Body{}, err
+			}
+			req.Kind, req.Group, req.Version = kind, f.Group, f.Version
+		}
+		wb, err := kubewire.DecodeBody(req)
+		if err != nil {
+			return Body{}, err
+		}
+		return Body{Raw: raw, JSON: wb.JSON}, nil
+	}
+	b, err := DecodeBody(rm.ContentType, raw)
+	if err != nil {
+		if _, werr := kubewire.DecodeBody(kubewire.BodyRequest{ContentType: rm.ContentType, Target: f.Target}); werr != nil {
+			return Body{}, werr
+		}
+	}
+	return b, err
+}
+
+// isProtobuf reports a Content-Type of Kubernetes protobuf.
+func isProtobuf(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == kubewire.ContentTypeProtobuf
+}
+
+// DecodeDeleteBody reads a DELETE body as upstream's delete handlers do
+// (kubewire.DecodeDeleteOptions): a protobuf DeleteOptions as its JSON,
+// JSON and YAML as they are, other media types 415. A protobuf body that
+// does not decode is upstream's 500 with the decoder's message.
+func DecodeDeleteBody(rm RequestMeta, raw []byte) ([]byte, error) {
+	if len(raw) == 0 || !isProtobuf(rm.ContentType) {
+		return raw, nil
+	}
+	b, err := kubewire.DecodeDeleteOptions(rm.ContentType, raw)
+	if err != nil {
+		var as apierrors.APIStatus
+		if errors.As(err, &as) {
+			return nil, err
+		}
+		// upstream's ErrorToAPIStatus of an error that is not a Status
+		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Message: err.Error()}}
+	}
+	return b.JSON, nil
 }

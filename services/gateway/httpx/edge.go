@@ -118,7 +118,7 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	timeout, err := ParseTimeout(r.URL.Query().Get("timeout"), max)
 	if err != nil {
-		WriteStatus(w, kstatus.FromError(err))
+		WriteStatusFor(w, r, kstatus.FromError(err))
 		return
 	}
 	deadline := time.Now().Add(timeout)
@@ -144,11 +144,18 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer release()
 	}
+	if acceptsGzip(r) && compressible(r.URL.Path) {
+		gw := &gzipWriter{ResponseWriter: w, threshold: gzipThreshold, level: gzipLevel}
+		defer gw.close()
+		w = gw
+	}
+	w, done := openAPIHeaders(w, r)
+	defer done()
 	if err := e.limitBody(r); err != nil {
 		if ctx.Err() != nil || isTimeout(err) {
 			err = errRequestTimeout()
 		}
-		WriteStatus(w, kstatus.FromError(err))
+		WriteStatusFor(w, r, kstatus.FromError(err))
 		return
 	}
 	// kubectl auth can-i's reviews are answered here, by the authorizers.

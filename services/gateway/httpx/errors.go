@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
+	"github.com/crdplane/crdplane/pkg/kubewire"
 )
 
 // StatusJSON renders a Status as kube-apiserver does (kind/apiVersion set,
@@ -113,12 +114,12 @@ func writePageNotFound(w http.ResponseWriter) {
 // RoutingErrorHandler answers requests no route matches as kube-apiserver
 // does: 404 NotFound "the server could not find the requested resource",
 // 405 MethodNotAllowed.
-func RoutingErrorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, code int) {
+func RoutingErrorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, code int) {
 	if code == http.StatusNotFound {
 		writePageNotFound(w)
 		return
 	}
-	WriteStatus(w, routingStatus(code))
+	WriteStatusFor(w, r, routingStatus(code))
 }
 
 func routingStatus(code int) *metav1.Status {
@@ -148,32 +149,83 @@ func ErrNotFound() error {
 }
 
 // WriteStatusFor answers r with a Status as kube-apiserver's
-// ErrorNegotiated does: YAML when the first Accept clause it can serve
-// asks for YAML, else JSON.
+// ErrorNegotiated does (kubewire.ErrorOutput): negotiated from Accept
+// without transformations among the endpoint's serializers — YAML,
+// protobuf (a protobuf client of a custom resource gets its 406 in
+// protobuf), JSON — else indented JSON.
 func WriteStatusFor(w http.ResponseWriter, r *http.Request, s *metav1.Status) {
-	if r == nil || !StatusAsYAML(r.Header.Get("Accept")) {
+	if r == nil {
 		WriteStatus(w, s)
 		return
 	}
-	if s.Code == 0 {
-		s.Code = http.StatusInternalServerError
-	}
-	body, err := yaml.JSONToYAML(StatusJSON(s, false))
-	if err != nil {
-		WriteStatus(w, s)
-		return
-	}
+	rm := RequestMeta{Accept: r.Header.Get("Accept"), RawQuery: r.URL.RawQuery, UserAgent: r.Header.Get("User-Agent")}
+	body := ErrorBody(rm, TargetForPath(r.URL.Path), s)
 	h := w.Header()
 	h.Del("Trailer")
 	h.Del("Transfer-Encoding")
 	h.Del("Content-Length")
-	h.Set("Content-Type", ContentTypeYAML)
+	h.Set("Content-Type", body.GetContentType())
 	h.Set("X-Content-Type-Options", "nosniff")
-	if s.Details != nil && s.Details.RetryAfterSeconds > 0 {
-		h.Set("Retry-After", strconv.Itoa(int(s.Details.RetryAfterSeconds)))
-	}
+	setRetryAfter(h, s)
 	w.WriteHeader(int(s.Code))
-	_, _ = w.Write(body)
+	_, _ = w.Write(body.GetData())
+}
+
+// ErrorBody renders an error Status as upstream's ErrorNegotiated does
+// (kubewire.ErrorOutput) for a request to an endpoint of kind t (s.Code
+// is set to 500 when missing).
+func ErrorBody(rm RequestMeta, t Target, s *metav1.Status) *httpbody.HttpBody {
+	o := kubewire.ErrorOutput(rm.wireRequest(), t)
+	if s.Code == 0 {
+		s.Code = http.StatusInternalServerError
+	}
+	switch {
+	case o.Raw:
+		out := *s
+		out.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+		if out.Status == "" {
+			out.Status = metav1.StatusFailure
+		}
+		if b, err := json.MarshalIndent(&out, "", "  "); err == nil {
+			return &httpbody.HttpBody{ContentType: ContentTypeJSON, Data: b}
+		}
+	case o.Protobuf():
+		if b, err := wire.Object(StatusJSON(s, false)); err == nil {
+			return &httpbody.HttpBody{ContentType: kubewire.ContentTypeProtobuf, Data: b}
+		}
+	case o.MediaType == ContentTypeYAML:
+		if b, err := yaml.JSONToYAML(StatusJSON(s, false)); err == nil {
+			return &httpbody.HttpBody{ContentType: ContentTypeYAML, Data: b}
+		}
+	}
+	return &httpbody.HttpBody{ContentType: ContentTypeJSON, Data: StatusJSON(s, o.Pretty)}
+}
+
+// TargetForPath is the kind of endpoint a path is (for the encoding of
+// its errors): the CRD API, a scale subresource, discovery, or a custom
+// resource.
+func TargetForPath(path string) Target {
+	rest, ok := strings.CutPrefix(path, "/apis/")
+	if !ok {
+		if path == "/apis" || path == "/api" || strings.HasPrefix(path, "/api/") {
+			return kubewire.TargetRootDiscovery
+		}
+		return kubewire.TargetCustomResource
+	}
+	parts := strings.Split(strings.Trim(rest, "/"), "/")
+	if parts[0] == "apiextensions.k8s.io" {
+		if len(parts) <= 2 {
+			return kubewire.TargetBuiltinDiscovery
+		}
+		return kubewire.TargetCRD
+	}
+	if len(parts) <= 2 {
+		return kubewire.TargetDiscovery
+	}
+	if parts[len(parts)-1] == "scale" {
+		return kubewire.TargetScale
+	}
+	return kubewire.TargetCustomResource
 }
 
 // StatusAsYAML reports whether an error answering that Accept is YAML:

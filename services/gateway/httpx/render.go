@@ -4,17 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strconv"
-	"strings"
 
-	"github.com/munnerz/goautoneg"
 	"google.golang.org/genproto/googleapis/api/httpbody"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
+	"github.com/crdplane/crdplane/pkg/kubewire"
 )
 
 const ContentTypeYAML = "application/yaml"
@@ -31,81 +28,91 @@ const (
 type OutputFormat struct {
 	YAML   bool
 	Pretty bool
+	// Protobuf is Kubernetes protobuf (built-in kinds only: CRDs, their
+	// lists, Status, discovery, PartialObjectMetadata[List]).
+	Protobuf bool
 	// as is a transformation of the response (AsTable, ...); asGV its
 	// group/version (meta.k8s.io/v1 or meta.k8s.io/v1beta1).
 	As   string
 	AsGV string
 }
 
-// errNotAcceptable is kube-apiserver's 406 when no Accept clause can be
-// served.
-func errNotAcceptable() error {
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status:  metav1.StatusFailure,
-		Code:    http.StatusNotAcceptable,
-		Reason:  metav1.StatusReasonNotAcceptable,
-		Message: "only the following media types are accepted: " + ContentTypeJSON + ", " + ContentTypeYAML,
-	}}
+// wire is the gateway process's one protobuf encoder: it caches the
+// encodings of the objects it encoded (by uid and resourceVersion), so a
+// list of objects that did not change is assembled from the cache.
+var wire = kubewire.NewEncoder(kubewire.EncoderConfig{})
+
+// Wire returns the process's protobuf encoder.
+func Wire() *kubewire.Encoder { return wire }
+
+// Target is the kind of endpoint a request is negotiated for (kubewire's).
+type Target = kubewire.Target
+
+// Endpoint kinds.
+const (
+	TargetCRD            = kubewire.TargetCRD
+	TargetCRDCollection  = kubewire.TargetCRDCollection
+	TargetCustomResource = kubewire.TargetCustomResource
+	TargetScale          = kubewire.TargetScale
+)
+
+func (m RequestMeta) wireRequest() kubewire.Request {
+	return kubewire.Request{Accept: m.Accept, RawQuery: m.RawQuery, UserAgent: m.UserAgent}
+}
+
+func fromWire(o kubewire.Output) OutputFormat {
+	f := OutputFormat{
+		YAML:     o.MediaType == kubewire.ContentTypeYAML,
+		Protobuf: o.Protobuf(),
+		Pretty:   o.Pretty,
+	}
+	if o.Transform != kubewire.TransformNone {
+		f.As, f.AsGV = string(o.Transform), o.TransformGV.String()
+	}
+	return f
 }
 
 // NegotiateOutput picks the response encoding from Accept as
-// kube-apiserver does for custom resources: the first clause (in
-// preference order) naming JSON or YAML (or a wildcard, meaning JSON)
-// whose transformation, if any, is served — Table (JSON or YAML) and
+// kube-apiserver does for the endpoint (kubewire.Negotiate): several
+// types with q-values, JSON, YAML and protobuf (for custom resources only
+// with a PartialObjectMetadata transformation), Table and
 // PartialObjectMetadata[List] of meta.k8s.io v1 or v1beta1. No Accept is
-// JSON; nothing acceptable is 406. pretty comes from ?pretty, the Accept
-// parameter pretty=1, or a human client's User-Agent (curl, Wget, browsers).
-func NegotiateOutput(rm RequestMeta, pretty bool) (OutputFormat, error) {
-	out := OutputFormat{Pretty: pretty || humanAgent(rm.UserAgent)}
-	if strings.TrimSpace(rm.Accept) == "" {
-		return out, nil
+// JSON; nothing acceptable is upstream's 406. pretty comes from ?pretty,
+// the Accept parameter pretty=1, or a human client's User-Agent.
+func NegotiateOutput(rm RequestMeta, t Target) (OutputFormat, error) {
+	o, err := kubewire.Negotiate(rm.wireRequest(), t)
+	if err != nil {
+		return OutputFormat{}, err
 	}
-	for _, c := range goautoneg.ParseAccept(rm.Accept) {
-		var yml bool
-		switch {
-		case c.Type == "application" && c.SubType == "json", c.Type == "application" && c.SubType == "*", c.Type == "*" && c.SubType == "*":
-		case c.Type == "application" && c.SubType == "yaml":
-			yml = true
-		default:
-			continue
-		}
-		f := out
-		f.YAML = yml
-		if c.Params["pretty"] == "1" {
-			f.Pretty = true
-		}
-		as, g, v := c.Params["as"], c.Params["g"], c.Params["v"]
-		if as != "" || g != "" || v != "" {
-			if g != metav1.GroupName || (v != "v1" && v != "v1beta1") {
-				continue
-			}
-			switch as {
-			case AsTable, AsPartialObjectMetadata, AsPartialObjectMetadataList:
-			default:
-				continue
-			}
-			f.As, f.AsGV = as, g+"/"+v
-		}
-		return f, nil
-	}
-	return out, errNotAcceptable()
+	return fromWire(o), nil
 }
 
-// humanAgent reports clients kube-apiserver pretty-prints for.
-func humanAgent(ua string) bool {
-	return strings.HasPrefix(ua, "curl") || strings.HasPrefix(ua, "Wget") || strings.HasPrefix(ua, "Mozilla/5.0")
+// NegotiateWatch picks the encoding of a watch stream (JSON or protobuf
+// frames; YAML has none: 406).
+func NegotiateWatch(rm RequestMeta, t Target) (OutputFormat, error) {
+	o, err := kubewire.NegotiateWatch(rm.wireRequest(), t)
+	if err != nil {
+		return OutputFormat{}, err
+	}
+	return fromWire(o), nil
 }
 
 // WriteOutput negotiates the response of a write: the object itself
 // (a transformation asked for is not applied to write responses).
-func WriteOutput(rm RequestMeta, pretty bool) (OutputFormat, error) {
-	f, err := NegotiateOutput(rm, pretty)
+func WriteOutput(rm RequestMeta, t Target) (OutputFormat, error) {
+	f, err := NegotiateOutput(rm, t)
 	f.As, f.AsGV = "", ""
 	return f, err
 }
 
-// encode renders a JSON document in the negotiated format.
+// Encode renders a JSON document in the negotiated format (JSON when a
+// protobuf encoding fails; Render reports that error).
 func (f OutputFormat) Encode(doc []byte) (body []byte, contentType string) {
+	if f.Protobuf {
+		if b, err := wire.Object(doc); err == nil {
+			return b, kubewire.ContentTypeProtobuf
+		}
+	}
 	if f.YAML {
 		if y, err := yaml.JSONToYAML(doc); err == nil {
 			return y, ContentTypeYAML
@@ -122,6 +129,78 @@ func (f OutputFormat) Encode(doc []byte) (body []byte, contentType string) {
 		doc = append(doc, '\n')
 	}
 	return doc, ContentTypeJSON
+}
+
+// Render wraps a document into the HttpBody response, encoded as
+// negotiated; a protobuf encoding that fails is its error (a custom
+// resource is upstream's 406).
+func (f OutputFormat) Render(doc []byte) (*httpbody.HttpBody, error) {
+	if f.Protobuf {
+		b, err := wire.Object(doc)
+		if err != nil {
+			return nil, err
+		}
+		return &httpbody.HttpBody{ContentType: kubewire.ContentTypeProtobuf, Data: b}, nil
+	}
+	return f.Body(doc), nil
+}
+
+// RenderTypedList renders a list of a built-in kind (CRDs) from its item
+// documents: protobuf straight from the items (the encoder's cache), or
+// the JSON document render assembles.
+func (f OutputFormat) RenderTypedList(apiVersion, kind string, p ListPage, render func() ([]byte, error)) (*httpbody.HttpBody, error) {
+	if f.Protobuf {
+		lm := p.ListMeta()
+		b, err := wire.List(apiVersion, kind, kubewire.ListMeta{ResourceVersion: lm.ResourceVersion, Continue: lm.Continue, RemainingItemCount: lm.RemainingItemCount}, p.Items)
+		if err != nil {
+			return nil, err
+		}
+		return &httpbody.HttpBody{ContentType: kubewire.ContentTypeProtobuf, Data: b}, nil
+	}
+	doc, err := render()
+	if err != nil {
+		return nil, err
+	}
+	return f.Body(doc), nil
+}
+
+// WatchContentType is the Content-Type of a watch stream in this format.
+func (f OutputFormat) WatchContentType() string {
+	if f.Protobuf {
+		return kubewire.ContentTypeProtobufWatch
+	}
+	return ContentTypeJSON
+}
+
+// WatchFrame renders one watch event in this format: a JSON line, or a
+// length-prefixed protobuf WatchEvent.
+func (f OutputFormat) WatchFrame(eventType string, object []byte) ([]byte, error) {
+	if f.Protobuf {
+		return wire.WatchEvent(eventType, object)
+	}
+	return WatchFrame(eventType, object), nil
+}
+
+// WatchErrorFrame renders an error as a watch ERROR event in this format.
+func (f OutputFormat) WatchErrorFrame(err error) []byte {
+	if f.Protobuf {
+		if b, perr := wire.WatchEvent(EventError, StatusJSON(kstatus.FromError(err), false)); perr == nil {
+			return b
+		}
+	}
+	return WatchErrorFrame(err)
+}
+
+// StatusBody renders a Status (an error answered as a response body) in
+// this format.
+func (f OutputFormat) StatusBody(s *metav1.Status) *httpbody.HttpBody {
+	doc := StatusJSON(s, false)
+	if f.Protobuf {
+		if b, err := wire.Object(doc); err == nil {
+			return &httpbody.HttpBody{ContentType: kubewire.ContentTypeProtobuf, Data: b}
+		}
+	}
+	return f.Body(doc)
 }
 
 // body wraps a document into the HttpBody response.
