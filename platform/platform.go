@@ -70,6 +70,9 @@ type Config struct {
 	// Limits are the gateway's overload protection limits (0: no limit;
 	// crdplane run's flags default to the gateway's).
 	Limits gateway.Limits
+	// Auth configures the gateway's authentication (besides Token) and
+	// authorization (default AlwaysAllow).
+	Auth gateway.Auth
 }
 
 // Platform is a running in-process crdplane.
@@ -152,6 +155,7 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 			TLSCert:    &cert,
 			Tokens:     []string{cfg.Token},
 			Limits:     cfg.Limits,
+			Auth:       cfg.Auth,
 		},
 	}
 	mc.Wire(addr)

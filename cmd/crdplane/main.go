@@ -94,7 +94,12 @@ func run(args []string) error {
 	conversion.RegisterFlags(fs)
 	var limits gateway.Limits
 	limits.RegisterFlags(fs)
+	var auth gateway.Auth
+	auth.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := auth.Validate(); err != nil {
 		return err
 	}
 	app.SetupLogging(*logFormat, *logLevel)
@@ -122,12 +127,14 @@ func run(args []string) error {
 		Hosts:             splitList(*hosts),
 		Conversion:        conversion,
 		Limits:            limits,
+		Auth:              auth,
 	})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = p.Close() }() // run's answer is how it ended, not how it closed
 	fmt.Printf("crdplane is serving the Kubernetes API at %s\n", p.URL)
+	fmt.Printf("authorization mode: %s\n", strings.Join(auth.AuthorizationModes, ","))
 	fmt.Printf("kubeconfig written to %s; try:\n  kubectl --kubeconfig %s api-resources\n", *kubeconfig, *kubeconfig)
 
 	select {

@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/crdplane/crdplane/pkg/enduser"
 )
 
 // Message size limits. Objects travel as JSON bytes, so a message is about
@@ -46,7 +48,7 @@ const (
 
 // NewServer returns a gRPC server with panic recovery (RecoverUnary,
 // RecoverStream: a panicking handler fails its call with Internal), tracing,
-// Prometheus metrics (crdplane_grpc_server_*) and the message size limits
+// the calling user on its span (package enduser), Prometheus metrics (crdplane_grpc_server_*) and the message size limits
 // (MaxRequestMessageSize received, MaxResponseMessageSize sent; a larger
 // message fails its call with ResourceExhausted).
 func NewServer(opts ...grpc.ServerOption) *grpc.Server {
@@ -56,8 +58,9 @@ func NewServer(opts ...grpc.ServerOption) *grpc.Server {
 		grpc.MaxRecvMsgSize(MaxRequestMessageSize),
 		grpc.MaxSendMsgSize(MaxResponseMessageSize),
 		// First in the chains: panics of later interceptors are caught too.
-		grpc.ChainUnaryInterceptor(RecoverUnary),
-		grpc.ChainStreamInterceptor(RecoverStream),
+		// The user the gateway authenticated is named on the call's span.
+		grpc.ChainUnaryInterceptor(RecoverUnary, enduser.UnaryServerInterceptor),
+		grpc.ChainStreamInterceptor(RecoverStream, enduser.StreamServerInterceptor),
 	}
 	return grpc.NewServer(append(base, opts...)...)
 }

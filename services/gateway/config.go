@@ -35,11 +35,12 @@ type Config struct {
 	// gateway serves a self-signed certificate for localhost.
 	TLSCert *tls.Certificate
 
-	// Tokens are the accepted bearer tokens.
+	// Tokens are accepted bearer tokens, of the user admin in
+	// system:masters.
 	Tokens []string
-	// TokenFile is a static token file (CSV "token,user,uid[,groups]"); its
-	// tokens are accepted too.
-	TokenFile string
+	// Auth configures the other authenticators (token file, client
+	// certificates, token webhook, front proxy) and authorization.
+	Auth
 
 	// MaxRequestBodyBytes bounds a request body (default 3 MiB).
 	MaxRequestBodyBytes int64
@@ -87,8 +88,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.StorageAddr, "storage-addr", "localhost:7001", "storage gRPC address")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM serving certificate (default: a self-signed certificate for localhost)")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM serving key")
-	fs.StringVar(&c.TokenFile, "token-file", "", "static token file (CSV: token,user,uid[,groups])")
-	fs.Func("token", "an accepted bearer token (repeatable)", func(s string) error {
+	c.Auth.RegisterFlags(fs)
+	fs.Func("token", "an accepted bearer token, of the user admin in system:masters (repeatable)", func(s string) error {
 		if s = strings.TrimSpace(s); s != "" {
 			c.Tokens = append(c.Tokens, s)
 		}
@@ -104,7 +105,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 
 // Validate checks the configuration of a gateway process: the addresses of
 // the four services it calls are required (New still accepts no converter,
-// for tests without webhook conversion), and the limits.
+// for tests without webhook conversion), the authorization modes, and the
+// limits.
 func (c *Config) Validate() error {
 	for _, a := range []struct{ flag, addr, why string }{
 		{"registry-addr", c.RegistryAddr, "CRDs, discovery, OpenAPI"},
@@ -118,6 +120,9 @@ func (c *Config) Validate() error {
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return errors.New("--tls-cert-file and --tls-key-file go together")
+	}
+	if err := c.Auth.Validate(); err != nil {
+		return err
 	}
 	return c.Limits.check()
 }

@@ -170,7 +170,7 @@ func TestWatchLimits(t *testing.T) {
 	const perClient, total = 3, 5
 	svc, err := New(context.Background(), Config{
 		RegistryAddr: b.RegistryAddr, ValidatorAddr: b.ValidatorAddr, StorageAddr: b.StorageAddr, ConverterAddr: b.ConverterAddr,
-		Tokens: []string{"alice"}, TokenFile: tokenFile,
+		Tokens: []string{"alice"}, Auth: Auth{TokenFile: tokenFile},
 		Limits: Limits{MaxWatchesPerClient: perClient, MaxWatches: total},
 	})
 	if err != nil {

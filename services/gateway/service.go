@@ -3,11 +3,14 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,19 +66,17 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			return nil, fmt.Errorf("gateway: %s address is required", name)
 		}
 	}
-	var fileTokens []httpx.TokenEntry
-	if cfg.TokenFile != "" {
-		ft, err := httpx.ReadTokenEntries(cfg.TokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("gateway: %w", err)
-		}
-		fileTokens = ft
-	}
-	ts := httpx.NewTokenSet(cfg.Tokens, fileTokens...)
 	log := slog.Default().With("service", "gateway")
-	if ts.Empty() {
-		log.Warn("no bearer tokens configured: every request but /version and health checks is refused")
+	authnCfg, authzCfg := cfg.authConfigs()
+	authn, err := httpx.NewAuthenticator(authnCfg)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	authz, err := httpx.NewAuthorizer(authzCfg)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	log.Info("authorization", "mode", strings.Join(authz.Modes(), ","))
 	if cfg.MaxRequestBodyBytes > grpcx.MaxRequestMessageSize/3 {
 		// An update's admission carries up to three objects.
 		log.Warn("request bodies this large may not fit in gRPC requests to the validator", "max-request-body-bytes", cfg.MaxRequestBodyBytes, "grpc-request-limit", grpcx.MaxRequestMessageSize)
@@ -151,7 +152,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	watchCtx, stopWatches := context.WithCancel(bg)
 	s.stopWatches = stopWatches
-	s.handler = instrument(&httpx.Edge{Tokens: ts, MaxBody: cfg.MaxRequestBodyBytes, RequestTimeout: cfg.RequestTimeout, Next: mux, StopWatches: watchCtx,
+	s.handler = instrument(&httpx.Edge{Auth: authn, Authz: authz, MaxBody: cfg.MaxRequestBodyBytes, RequestTimeout: cfg.RequestTimeout, Next: mux, StopWatches: watchCtx,
 		Inflight: httpx.NewInflightLimiter(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight),
 		Watches:  httpx.NewWatchLimiter(cfg.MaxWatchesPerClient, cfg.MaxWatches)})
 
@@ -355,9 +356,29 @@ func serverTLS(cfg Config) (*tls.Config, error) {
 		}
 		cert = c
 	}
-	return &tls.Config{
+	tc := &tls.Config{
 		Certificates: []tls.Certificate{cert},
 		MinVersion:   tls.VersionTLS12,
 		NextProtos:   []string{"h2", "http/1.1"},
-	}, nil
+	}
+	// Client certificates are asked for, not required, and verified by
+	// the authenticators (an unknown one is 401, as kube-apiserver
+	// answers); the CAs are the handshake's hint.
+	for _, f := range []string{cfg.ClientCAFile, cfg.RequestHeader.ClientCAFile} {
+		if f == "" {
+			continue
+		}
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("client CA: %w", err)
+		}
+		if tc.ClientCAs == nil {
+			tc.ClientCAs = x509.NewCertPool()
+		}
+		if !tc.ClientCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("client CA %s: no PEM certificates", f)
+		}
+		tc.ClientAuth = tls.RequestClientCert
+	}
+	return tc, nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
 )
@@ -29,7 +30,11 @@ const DefaultRequestTimeout = time.Minute
 // onto the legacy /watch/ paths the Watch rpc is bound to; routing belongs
 // to the mux.
 type Edge struct {
+	// Auth authenticates every request (Tokens when nil: the --token
+	// tokens only); Authz authorizes them (nil: every request allowed).
+	Auth    *Authenticator
 	Tokens  *TokenSet
+	Authz   *Authorizer
 	MaxBody int64
 	// RequestTimeout bounds every request but watches (default 60s).
 	RequestTimeout time.Duration
@@ -44,13 +49,25 @@ type Edge struct {
 }
 
 func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	id, ok := e.Tokens.Authenticate(r)
+	// The credentials stop here (Authenticate removes them); nothing
+	// behind the edge needs them. The user travels on: on the request's
+	// context, its span and the metadata of the gRPC calls behind it.
+	var u user.Info
+	var ok bool
+	if e.Auth != nil {
+		u, ok = e.Auth.Authenticate(r)
+	} else {
+		u, ok = e.Tokens.Authenticate(r)
+	}
 	if !ok {
 		writeUnauthorized(w)
 		return
 	}
-	// The credentials stop here; nothing behind the edge needs them.
-	r.Header.Del("Authorization")
+	if !e.Authz.Authorize(w, r, u) {
+		return
+	}
+	r = r.WithContext(withUser(r.Context(), u))
+	clientKey := "user:" + u.GetName()
 
 	if r.Method == http.MethodGet {
 		if u, ok := WatchRewrite(r.URL); ok {
@@ -72,7 +89,7 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Not counted in flight (kube-apiserver's long-running requests
 		// are not), but bounded per client and in all.
 		if e.Watches != nil {
-			release, err := e.Watches.acquire(id.key)
+			release, err := e.Watches.acquire(clientKey)
 			if err != nil {
 				writeWatchLimited(w, err)
 				return
@@ -139,6 +156,10 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			err = errRequestTimeout()
 		}
 		WriteStatusFor(w, r, kstatus.FromError(err))
+		return
+	}
+	// kubectl auth can-i's reviews are answered here, by the authorizers.
+	if e.Authz != nil && e.Authz.ServeSelfReview(w, r, u) {
 		return
 	}
 	e.Next.ServeHTTP(w, r)

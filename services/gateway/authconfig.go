@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/crdplane/crdplane/services/gateway/httpx"
+)
+
+// Auth configures authentication and authorization at the edge, with
+// kube-apiserver's flags (crdplane run has them too).
+type Auth struct {
+	// TokenFile is a static token file (CSV "token,user,uid[,\"groups\"]",
+	// kube-apiserver's format).
+	TokenFile string
+	// ClientCAFile verifies client certificates: CN is the user, O the
+	// groups.
+	ClientCAFile string
+	// TokenWebhookConfigFile is a kubeconfig naming a TokenReview v1
+	// webhook; its answers are cached for TokenWebhookCacheTTL.
+	TokenWebhookConfigFile string
+	TokenWebhookCacheTTL   time.Duration
+	// RequestHeader is the front proxy (aggregator) authentication.
+	RequestHeader httpx.RequestHeaderConfig
+	// AuthorizationModes are tried in order (default AlwaysAllow).
+	AuthorizationModes []string
+	// AuthorizationWebhookConfigFile is a kubeconfig naming a
+	// SubjectAccessReview v1 webhook (mode Webhook), whose allow and deny
+	// answers are cached for the TTLs.
+	AuthorizationWebhookConfigFile string
+	AuthorizationWebhookAuthorizedTTL,
+	AuthorizationWebhookUnauthorizedTTL time.Duration
+}
+
+// RegisterFlags adds the authentication and authorization flags to fs,
+// with kube-apiserver's names and defaults (the front proxy headers
+// default to the X-Remote-* headers aggregated API servers use).
+func (a *Auth) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&a.TokenFile, "token-file", "", "static token file (kube-apiserver's CSV: token,user,uid[,\"group1,group2\"])")
+	fs.StringVar(&a.ClientCAFile, "client-ca-file", "", "PEM CA bundle: a request with a client certificate it verifies is authenticated as the certificate's CommonName, its Organizations the groups")
+	fs.StringVar(&a.TokenWebhookConfigFile, "authentication-token-webhook-config-file", "", "kubeconfig of a TokenReview v1 webhook authenticating bearer tokens")
+	fs.DurationVar(&a.TokenWebhookCacheTTL, "authentication-token-webhook-cache-ttl", httpx.DefaultTokenWebhookCacheTTL, "how long the token webhook's answers are cached")
+	fs.StringVar(&a.RequestHeader.ClientCAFile, "requestheader-client-ca-file", "", "PEM CA bundle verifying the front proxy's client certificate; without it the requestheader headers are ignored")
+	listFlag(fs, &a.RequestHeader.AllowedNames, nil, "requestheader-allowed-names", "common names the front proxy's client certificate may have (comma-separated; empty: any verified by --requestheader-client-ca-file)")
+	listFlag(fs, &a.RequestHeader.UsernameHeaders, []string{"X-Remote-User"}, "requestheader-username-headers", "request headers naming the user (the first present is used)")
+	listFlag(fs, &a.RequestHeader.UIDHeaders, []string{"X-Remote-Uid"}, "requestheader-uid-headers", "request headers giving the user's uid")
+	listFlag(fs, &a.RequestHeader.GroupHeaders, []string{"X-Remote-Group"}, "requestheader-group-headers", "request headers giving the user's groups (all values)")
+	listFlag(fs, &a.RequestHeader.ExtraHeaderPrefixes, []string{"X-Remote-Extra-"}, "requestheader-extra-headers-prefix", "prefixes of request headers giving the user's extra attributes")
+	listFlag(fs, &a.AuthorizationModes, []string{httpx.ModeAlwaysAllow}, "authorization-mode", "comma-separated authorization modes, tried in order: "+strings.Join(httpx.AuthzModes, ", "))
+	fs.StringVar(&a.AuthorizationWebhookConfigFile, "authorization-webhook-config-file", "", "kubeconfig of a SubjectAccessReview v1 webhook (--authorization-mode Webhook)")
+	fs.DurationVar(&a.AuthorizationWebhookAuthorizedTTL, "authorization-webhook-cache-authorized-ttl", httpx.DefaultWebhookAuthorizedTTL, "how long the authorization webhook's allow answers are cached")
+	fs.DurationVar(&a.AuthorizationWebhookUnauthorizedTTL, "authorization-webhook-cache-unauthorized-ttl", httpx.DefaultWebhookUnauthorizedTTL, "how long the authorization webhook's deny answers are cached")
+}
+
+// listFlag is a comma-separated list flag with a default.
+func listFlag(fs *flag.FlagSet, p *[]string, def []string, name, usage string) {
+	*p = slices.Clone(def)
+	fs.Func(name, usage+" (default "+strings.Join(def, ",")+")", func(s string) error {
+		*p = nil
+		for v := range strings.SplitSeq(s, ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				*p = append(*p, v)
+			}
+		}
+		return nil
+	})
+}
+
+// Validate refuses an unknown mode, and the webhook's configuration
+// without its mode (and the reverse). The files are read when the gateway
+// starts (New): one that does not exist or does not parse stops it (the
+// deployments' wiring checks validate flags where the files are not).
+func (a *Auth) Validate() error {
+	webhook := false
+	for _, m := range a.AuthorizationModes {
+		if !slices.Contains(httpx.AuthzModes, m) {
+			return fmt.Errorf("--authorization-mode: unknown mode %q (modes: %s)", m, strings.Join(httpx.AuthzModes, ","))
+		}
+		webhook = webhook || m == httpx.ModeWebhook
+	}
+	if webhook && a.AuthorizationWebhookConfigFile == "" {
+		return errors.New("--authorization-mode Webhook needs --authorization-webhook-config-file")
+	}
+	if !webhook && a.AuthorizationWebhookConfigFile != "" {
+		return errors.New("--authorization-webhook-config-file is given without --authorization-mode Webhook")
+	}
+	if len(a.RequestHeader.AllowedNames) > 0 && a.RequestHeader.ClientCAFile == "" {
+		return errors.New("--requestheader-allowed-names needs --requestheader-client-ca-file")
+	}
+	return nil
+}
+
+// authConfigs are the edge's authentication and authorization
+// configurations.
+func (c *Config) authConfigs() (httpx.AuthConfig, httpx.AuthzConfig) {
+	a := c.Auth
+	return httpx.AuthConfig{
+			Tokens:                 c.Tokens,
+			TokenFile:              a.TokenFile,
+			ClientCAFile:           a.ClientCAFile,
+			TokenWebhookConfigFile: a.TokenWebhookConfigFile,
+			TokenWebhookCacheTTL:   a.TokenWebhookCacheTTL,
+			RequestHeader:          a.RequestHeader,
+		}, httpx.AuthzConfig{
+			Modes:                  a.AuthorizationModes,
+			WebhookConfigFile:      a.AuthorizationWebhookConfigFile,
+			WebhookAuthorizedTTL:   a.AuthorizationWebhookAuthorizedTTL,
+			WebhookUnauthorizedTTL: a.AuthorizationWebhookUnauthorizedTTL,
+		}
+}

@@ -1,0 +1,232 @@
+package httpx
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/endpoints/filters"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	webhookutil "k8s.io/apiserver/pkg/util/webhook"
+	authzwebhook "k8s.io/apiserver/plugin/pkg/authorizer/webhook"
+	authzmetrics "k8s.io/apiserver/plugin/pkg/authorizer/webhook/metrics"
+
+	"github.com/crdplane/crdplane/pkg/kstatus"
+	"github.com/crdplane/crdplane/pkg/metrics"
+)
+
+// Authorization modes (--authorization-mode).
+const (
+	ModeAlwaysAllow = "AlwaysAllow"
+	ModeAlwaysDeny  = "AlwaysDeny"
+	ModeWebhook     = "Webhook"
+)
+
+// AuthzModes are the modes --authorization-mode accepts.
+var AuthzModes = []string{ModeAlwaysAllow, ModeAlwaysDeny, ModeWebhook}
+
+// Defaults of kube-apiserver's --authorization-webhook-cache-*-ttl.
+const (
+	DefaultWebhookAuthorizedTTL   = 5 * time.Minute
+	DefaultWebhookUnauthorizedTTL = 30 * time.Second
+)
+
+// AuthzConfig configures the edge's authorization, as kube-apiserver's
+// flags of the same names.
+type AuthzConfig struct {
+	// Modes are tried in order (--authorization-mode); the first to allow
+	// or deny decides, none: forbidden. Empty: AlwaysAllow.
+	Modes []string
+	// WebhookConfigFile is a kubeconfig naming a SubjectAccessReview v1
+	// webhook (--authorization-webhook-config-file), for mode Webhook.
+	WebhookConfigFile string
+	// WebhookAuthorizedTTL and WebhookUnauthorizedTTL are how long the
+	// webhook's allow and deny answers are cached (default 5m, 30s).
+	WebhookAuthorizedTTL   time.Duration
+	WebhookUnauthorizedTTL time.Duration
+}
+
+// Authorizer decides whether a request's user may do what it asks, with
+// kube-apiserver's request attributes, authorizers (k8s.io/apiserver) and
+// 403 Status. Users in system:masters are always allowed, as
+// kube-apiserver's privileged group authorizer allows them.
+type Authorizer struct {
+	chain []namedAuthorizer
+	info  request.RequestInfoFactory
+	// allowAll: the only mode is AlwaysAllow (no attributes to build).
+	allowAll bool
+}
+
+type namedAuthorizer struct {
+	mode string
+	authorizer.UnconditionalAuthorizer
+	allowed, denied, noOpinion, errors prometheusCounter
+}
+
+// authzDecisions counts every authorizer's decisions (the privileged
+// group one is mode "SystemMasters").
+var authzDecisions = metrics.NewCounterVec("gateway", "authorization_decisions_total",
+	"Authorization decisions by mode (AlwaysAllow, Webhook, ...) and decision (allowed, denied, no-opinion, error); cached webhook answers count too.", "mode", "decision")
+
+var authzDuration = metrics.NewHistogram("gateway", "authorization_duration_seconds",
+	"Time to authorize a request (every mode tried; a webhook's answer may be cached).", []float64{1e-6, 1e-5, 1e-4, 1e-3, 0.01, 0.1, 1, 10})
+
+var webhookAuthzRequests = metrics.NewCounterVec("gateway", "authorization_webhook_requests_total",
+	"SubjectAccessReview round trips to the authorization webhook, by HTTP code (cache misses only).", "code")
+
+type prometheusCounter interface{ Inc() }
+
+// NewAuthorizer builds the authorizers cfg configures.
+func NewAuthorizer(cfg AuthzConfig) (*Authorizer, error) {
+	a := &Authorizer{info: request.RequestInfoFactory{APIPrefixes: sets.NewString("api", "apis"), GrouplessAPIPrefixes: sets.NewString("api")}}
+	modes := cfg.Modes
+	if len(modes) == 0 {
+		modes = []string{ModeAlwaysAllow}
+	}
+	a.allowAll = len(modes) == 1 && modes[0] == ModeAlwaysAllow
+	add := func(mode string, az authorizer.UnconditionalAuthorizer) {
+		a.chain = append(a.chain, namedAuthorizer{mode: mode, UnconditionalAuthorizer: az,
+			allowed: authzDecisions.WithLabelValues(mode, "allowed"), denied: authzDecisions.WithLabelValues(mode, "denied"),
+			noOpinion: authzDecisions.WithLabelValues(mode, "no-opinion"), errors: authzDecisions.WithLabelValues(mode, "error")})
+	}
+	add("SystemMasters", authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup))
+	seen := map[string]bool{}
+	for _, m := range modes {
+		if seen[m] {
+			return nil, fmt.Errorf("--authorization-mode: %q is given more than once", m)
+		}
+		seen[m] = true
+		switch m {
+		case ModeAlwaysAllow:
+			add(m, authorizerfactory.NewAlwaysAllowAuthorizer())
+		case ModeAlwaysDeny:
+			add(m, authorizerfactory.NewAlwaysDenyAuthorizer())
+		case ModeWebhook:
+			if cfg.WebhookConfigFile == "" {
+				return nil, fmt.Errorf("--authorization-mode %s needs --authorization-webhook-config-file", ModeWebhook)
+			}
+			rc, err := webhookutil.LoadKubeconfig(cfg.WebhookConfigFile, nil)
+			if err != nil {
+				return nil, fmt.Errorf("--authorization-webhook-config-file: %w", err)
+			}
+			allowTTL, denyTTL := cfg.WebhookAuthorizedTTL, cfg.WebhookUnauthorizedTTL
+			if allowTTL <= 0 {
+				allowTTL = DefaultWebhookAuthorizedTTL
+			}
+			if denyTTL <= 0 {
+				denyTTL = DefaultWebhookUnauthorizedTTL
+			}
+			wh, err := authzwebhook.New(rc, "v1", allowTTL, denyTTL, *authzwebhook.DefaultRetryBackoff(),
+				authorizer.DecisionNoOpinion, nil, "webhook", webhookMetrics{}, nil)
+			if err != nil {
+				return nil, fmt.Errorf("--authorization-webhook-config-file: %w", err)
+			}
+			add(m, wh)
+		default:
+			return nil, fmt.Errorf("--authorization-mode: unknown mode %q (modes: %s)", m, strings.Join(AuthzModes, ","))
+		}
+	}
+	if cfg.WebhookConfigFile != "" && !seen[ModeWebhook] {
+		return nil, fmt.Errorf("--authorization-webhook-config-file is given without --authorization-mode %s", ModeWebhook)
+	}
+	return a, nil
+}
+
+// webhookMetrics counts the webhook's round trips (upstream's interface;
+// the rest is not recorded).
+type webhookMetrics struct {
+	authzmetrics.NoopAuthorizerMetrics
+}
+
+func (webhookMetrics) RecordRequestTotal(_ context.Context, code string) {
+	webhookAuthzRequests.WithLabelValues(code).Inc()
+}
+
+// Authorize answers whether r, from u, may proceed; when not, it has
+// written kube-apiserver's answer: 403 with its Forbidden Status (or 500
+// when every authorizer failed). Public paths are always allowed for
+// everyone, as kube-apiserver's default RBAC policy allows them.
+func (a *Authorizer) Authorize(w http.ResponseWriter, r *http.Request, u user.Info) bool {
+	if a == nil || publicPaths[r.URL.Path] {
+		return true
+	}
+	if a.allowAll {
+		a.chain[1].allowed.Inc()
+		return true
+	}
+	start := time.Now()
+	defer func() { authzDuration.Observe(time.Since(start).Seconds()) }()
+	ctx := r.Context()
+	attrs, err := a.Attributes(r, u)
+	if err != nil {
+		responsewriters.InternalError(w, r, err)
+		return false
+	}
+	decision, reason, err := a.decide(ctx, attrs)
+	if decision == authorizer.DecisionAllow {
+		return true
+	}
+	if err != nil {
+		responsewriters.InternalError(w, r, err)
+		return false
+	}
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	WriteStatusFor(w, r, kstatus.FromError(responsewriters.ForbiddenStatusError(attrs, reason)))
+	return false
+}
+
+// Attributes are kube-apiserver's authorization attributes of r from u
+// (its RequestInfoFactory and authorization filter).
+func (a *Authorizer) Attributes(r *http.Request, u user.Info) (authorizer.Attributes, error) {
+	info, err := a.info.NewRequestInfo(r)
+	if err != nil {
+		return nil, err
+	}
+	ctx := request.WithRequestInfo(request.WithUser(r.Context(), u), info)
+	return filters.GetAuthorizerAttributes(ctx)
+}
+
+// decide runs the chain as kube-apiserver's union authorizer of v1.33:
+// the first to allow or deny decides; with none, the reasons are joined.
+func (a *Authorizer) decide(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
+	var errs []error
+	var reasons []string
+	for _, az := range a.chain {
+		d, reason, err := az.Authorize(ctx, attrs)
+		if err != nil {
+			errs = append(errs, err)
+			az.errors.Inc()
+		}
+		if reason != "" {
+			reasons = append(reasons, reason)
+		}
+		switch d {
+		case authorizer.DecisionAllow:
+			az.allowed.Inc()
+			return d, reason, err
+		case authorizer.DecisionDeny:
+			az.denied.Inc()
+			return d, reason, err
+		default:
+			az.noOpinion.Inc()
+		}
+	}
+	return authorizer.DecisionNoOpinion, strings.Join(reasons, "\n"), utilerrors.NewAggregate(errs)
+}
+
+// Modes are the configured modes, in order (printed at startup).
+func (a *Authorizer) Modes() []string {
+	var modes []string
+	for _, az := range a.chain[1:] {
+		modes = append(modes, az.mode)
+	}
+	return modes
+}
