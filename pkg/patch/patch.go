@@ -22,7 +22,6 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/crdplane/crdplane/pkg/objsize"
 	"github.com/crdplane/crdplane/pkg/patch/internal/handlers"
@@ -78,8 +77,14 @@ func Supported(t string) bool { return t == MergePatch || t == JSONPatch }
 // resources take, JSON patch, merge patch (this package) and server-side
 // apply (the validator's field manager).
 func UnsupportedError(t string) error {
-	return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", schema.GroupResource{}, "",
-		fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s, %s", JSONPatch, MergePatch, ApplyYAML), 0, false)
+	// As the crdHandler's negotiation.NewUnsupportedMediaTypeError: no
+	// details.
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusUnsupportedMediaType,
+		Reason:  metav1.StatusReasonUnsupportedMediaType,
+		Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s, %s", JSONPatch, MergePatch, ApplyYAML),
+	}}
 }
 
 // Apply applies patch (of Content-Type patchType) to the JSON document
