@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"github.com/crdplane/crdplane/services/gateway/listing"
 	"math"
 	"strconv"
 )
@@ -15,9 +16,9 @@ import (
 // different values (and reports none).
 func encodeForAdmission(obj object) ([]byte, error) {
 	if v, changed := markIntegralFloats(obj); changed {
-		return encodeObject(v.(object))
+		return listing.EncodeObject(v.(object))
 	}
-	return encodeObject(obj)
+	return listing.EncodeObject(obj)
 }
 
 // markIntegralFloats returns v with every integral float64 below 1e21 (the

@@ -18,6 +18,8 @@ import (
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
+	"github.com/crdplane/crdplane/services/gateway/listing"
+	"github.com/crdplane/crdplane/services/gateway/watch"
 )
 
 // The CRDs themselves (apiextensions.k8s.io/v1 customresourcedefinitions,
@@ -97,20 +99,20 @@ func (a *kubeAPI) crdGet(ctx context.Context, req *gatewayv1.GetRequest, out htt
 		return nil, err
 	}
 	if out.As == httpx.AsPartialObjectMetadataList {
-		return nil, errNotAcceptableConversion("you requested PartialObjectMetadataList, but the requested object is not a list (*apiextensions.CustomResourceDefinition)")
+		return nil, listing.ErrNotAcceptableConversion("you requested PartialObjectMetadataList, but the requested object is not a list (*apiextensions.CustomResourceDefinition)")
 	}
-	return respondObject(out, rm, resp.GetObject(), defaultPrinter)
+	return listing.RespondObject(out, rm, resp.GetObject(), listing.DefaultPrinter)
 }
 
-func (a *kubeAPI) listCRDs(ctx context.Context, params listParams) (httpx.ListPage, error) {
-	opts, err := parseListOptions(params)
+func (a *kubeAPI) listCRDs(ctx context.Context, params listing.Params) (httpx.ListPage, error) {
+	opts, err := listing.ParseOptions(params)
 	if err != nil {
 		return httpx.ListPage{}, err
 	}
 	if err := checkCRDFieldSelector(opts.FieldSelector); err != nil {
 		return httpx.ListPage{}, err
 	}
-	lo, minRV, err := storageListOptions(opts, nil)
+	lo, minRV, err := listing.StorageOptions(opts, nil)
 	if err != nil {
 		return httpx.ListPage{}, err
 	}
@@ -119,7 +121,7 @@ func (a *kubeAPI) listCRDs(ctx context.Context, params listParams) (httpx.ListPa
 		return httpx.ListPage{}, err
 	}
 	if resp.GetResourceVersion() < minRV {
-		return httpx.ListPage{}, errTooLargeRV(opts.ResourceVersion, resp.GetResourceVersion(), 1)
+		return httpx.ListPage{}, listing.ErrTooLargeRV(opts.ResourceVersion, resp.GetResourceVersion(), 1)
 	}
 	return httpx.ListPage{
 		Items:           resp.GetObjects(),
@@ -129,18 +131,18 @@ func (a *kubeAPI) listCRDs(ctx context.Context, params listParams) (httpx.ListPa
 	}, nil
 }
 
-func (a *kubeAPI) crdList(ctx context.Context, namespace string, params listParams, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crdList(ctx context.Context, namespace string, params listing.Params, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
 	if err := crdScope(namespace); err != nil {
 		return nil, err
 	}
 	page, err := a.listCRDs(ctx, params)
 	if err != nil {
-		return continueExpired(ctx, err, params.continueToken, out)
+		return listing.ContinueExpired(ctx, err, params.ContinueToken, out)
 	}
 	if out.As == "" {
 		return out.RenderTypedList(crdAPIVersion, crdListKind, page, func() ([]byte, error) { return renderCRDList(page) })
 	}
-	return respondList(out, rm, crdAPIVersion, crdListKind, page, defaultPrinter)
+	return listing.RespondList(out, rm, crdAPIVersion, crdListKind, page, listing.DefaultPrinter)
 }
 
 // renderCRDList renders a CustomResourceDefinitionList as kube-apiserver
@@ -181,33 +183,33 @@ func renderCRDList(p httpx.ListPage) ([]byte, error) {
 	return json.Marshal(list)
 }
 
-func (a *kubeAPI) crdWatch(ctx context.Context, namespace string, params listParams, stream gatewayv1.KubeAPIService_WatchServer, out httpx.OutputFormat, rm httpx.RequestMeta) error {
+func (a *kubeAPI) crdWatch(ctx context.Context, namespace string, params listing.Params, stream gatewayv1.KubeAPIService_WatchServer, out httpx.OutputFormat, rm httpx.RequestMeta) error {
 	if err := crdScope(namespace); err != nil {
 		return err
 	}
-	opts, err := parseListOptions(params)
+	opts, err := listing.ParseOptions(params)
 	if err != nil {
 		return err
 	}
 	if err := checkCRDFieldSelector(opts.FieldSelector); err != nil {
 		return err
 	}
-	if err := selectName(opts, params.name); err != nil {
+	if err := listing.SelectName(opts, params.Name); err != nil {
 		return err
 	}
-	rv, err := parseRV(opts.ResourceVersion)
+	rv, err := listing.ParseRV(opts.ResourceVersion)
 	if err != nil {
 		return err
 	}
-	plan := planWatch(opts, rv, a.minRequestTimeout)
-	plan.apiVersion, plan.kind, plan.wire = crdAPIVersion, crdKind, out
-	if plan.transform, err = watchTransform(out, rm, defaultPrinter); err != nil {
+	plan := watch.NewPlan(opts, rv, a.minRequestTimeout)
+	plan.APIVersion, plan.Kind, plan.Wire = crdAPIVersion, crdKind, out
+	if plan.Transform, err = listing.EventTransform(out, rm, listing.DefaultPrinter); err != nil {
 		return err
 	}
 	wreq := &registryv1.WatchRequest{
-		ResourceVersion:   plan.resourceVersion,
-		SendInitialEvents: plan.initialEvents,
-		AllowBookmarks:    plan.allowBookmarks,
+		ResourceVersion:   plan.ResourceVersion,
+		SendInitialEvents: plan.InitialEvents,
+		AllowBookmarks:    plan.AllowBookmarks,
 	}
 	if opts.LabelSelector != nil && !opts.LabelSelector.Empty() {
 		wreq.LabelSelector = opts.LabelSelector.String()
@@ -215,13 +217,13 @@ func (a *kubeAPI) crdWatch(ctx context.Context, namespace string, params listPar
 	if opts.FieldSelector != nil && !opts.FieldSelector.Empty() {
 		wreq.FieldSelector = opts.FieldSelector.String()
 	}
-	wctx, cancel := context.WithTimeout(ctx, plan.timeout)
+	wctx, cancel := context.WithTimeout(ctx, plan.Timeout)
 	defer cancel()
 	backend, err := a.registry.Watch(wctx, wreq)
 	if err != nil {
 		return err
 	}
-	return serveWatch(wctx, stream, plan, func() (backendEvent, error) { return backend.Recv() })
+	return watch.Serve(wctx, stream, plan, func() (watch.Event, error) { return backend.Recv() })
 }
 
 func (a *kubeAPI) crdCreate(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body []byte, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
@@ -311,7 +313,7 @@ func (a *kubeAPI) deleteCRD(ctx context.Context, name string, opts *metav1.Delet
 	return out.Render(resp.GetObject())
 }
 
-func (a *kubeAPI) crdDeleteCollection(ctx context.Context, namespace string, params listParams, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crdDeleteCollection(ctx context.Context, namespace string, params listing.Params, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	if err := crdScope(namespace); err != nil {
 		return nil, err
 	}
@@ -335,7 +337,7 @@ func (a *kubeAPI) crdDeleteCollection(ctx context.Context, namespace string, par
 		if page.ContinueToken == "" {
 			break
 		}
-		params.continueToken = page.ContinueToken
+		params.ContinueToken = page.ContinueToken
 	}
 	return out.RenderTypedList(crdAPIVersion, crdListKind, all, func() ([]byte, error) { return renderCRDList(all) })
 }

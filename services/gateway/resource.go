@@ -315,3 +315,19 @@ func deprecationWarning(deprecated string, spec apiextensionsv1.CustomResourceDe
 func isCRDs(group, ver, plural string) bool {
 	return group == crdGroup && ver == crdVersion && plural == crdResource
 }
+
+// fieldAllowed reports whether a custom resource of r can be selected by f.
+func (r *resource) fieldAllowed(f string) bool {
+	switch f {
+	case "metadata.name":
+		return true
+	case "metadata.namespace":
+		return r.namespaced
+	}
+	for _, s := range r.selectableFields {
+		if s == f {
+			return true
+		}
+	}
+	return false
+}

@@ -24,6 +24,7 @@ import (
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
+	"github.com/crdplane/crdplane/services/gateway/listing"
 )
 
 // maxPatchRetries bounds the re-reads of a patch that lost a race with
@@ -294,7 +295,7 @@ func (a *kubeAPI) readCurrent(ctx context.Context, r *resource, ns, name string)
 	if err != nil {
 		return nil, err
 	}
-	obj, err := decodeObject(reqv)
+	obj, err := listing.DecodeObject(reqv)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("stored object %s: %w", key, err))
 	}
@@ -404,7 +405,7 @@ func (a *kubeAPI) commitUpdate(ctx context.Context, r *resource, cur *current, a
 	}
 	if p.dryRun {
 		objmeta.SetResourceVersion(newObj, fmt.Sprint(cur.rv))
-		return encodeObject(newObj)
+		return listing.EncodeObject(newObj)
 	}
 	resp, err := a.storage.Update(ctx, &storagev1.UpdateRequest{Key: cur.key, Object: stored, ExpectedResourceVersion: cur.rv})
 	if err != nil {
@@ -453,7 +454,7 @@ func droppedByPreparation(in, prepared object, status bool) bool {
 // storage decoder would (pruned and defaulted with the current schema).
 // It returns the admitted object decoded and encoded.
 func (a *kubeAPI) setGeneration(r *resource, admitted []byte, old object, sub string) (object, []byte, error) {
-	obj, err := decodeObject(admitted)
+	obj, err := listing.DecodeObject(admitted)
 	if err != nil {
 		return nil, nil, apierrors.NewInternalError(fmt.Errorf("admitted object: %w", err))
 	}
@@ -471,7 +472,7 @@ func (a *kubeAPI) setGeneration(r *resource, admitted []byte, old object, sub st
 		return obj, admitted, nil
 	}
 	objmeta.Meta(obj)["generation"] = gen
-	data, err := encodeObject(obj)
+	data, err := listing.EncodeObject(obj)
 	return obj, data, err
 }
 
@@ -489,11 +490,11 @@ func withoutMetadata(obj object) object {
 // sameStored reports whether two stored objects are the same, ignoring
 // metadata.resourceVersion.
 func sameStored(a, b []byte) (bool, error) {
-	x, err := decodeObject(a)
+	x, err := listing.DecodeObject(a)
 	if err != nil {
 		return false, apierrors.NewInternalError(err)
 	}
-	y, err := decodeObject(b)
+	y, err := listing.DecodeObject(b)
 	if err != nil {
 		return false, apierrors.NewInternalError(err)
 	}
@@ -652,7 +653,7 @@ func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts
 				return nil, err
 			}
 		}
-		obj, err := decodeObject(patched)
+		obj, err := listing.DecodeObject(patched)
 		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("the patched object is not a JSON object: %v", err))
 		}
