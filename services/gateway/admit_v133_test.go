@@ -56,7 +56,7 @@ func TestEncodeForAdmission(t *testing.T) {
 		t.Errorf("generation %#v", g)
 	}
 
-	// Without floats the encoding is encodeObject's.
+	// Without floats the encoding is listing.EncodeObject's.
 	plain := object{"a": []any{int64(1), "x"}}
 	b1, _ := encodeForAdmission(plain)
 	b2, _ := listing.EncodeObject(plain)

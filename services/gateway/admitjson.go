@@ -10,7 +10,7 @@ import (
 // encodeForAdmission encodes an object for the validator keeping each
 // number's kind: a float64 that holds an integer (the body's 1.0, 2e3) is
 // written with a fraction ("1.0"), so that the validator decodes it as a
-// float64 again, as upstream's decoder did from the body. encodeObject
+// float64 again, as upstream's decoder did from the body. listing.EncodeObject
 // would write 1, which decodes as an int64: then a list-type set [1, 1.0]
 // would hold a duplicate, where upstream compares int64 1 and float64 1 as
 // different values (and reports none).

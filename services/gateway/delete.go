@@ -75,7 +75,7 @@ func (a *kubeAPI) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*ht
 		return httpx.Reply(nil, err)
 	}
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
-		return httpx.Reply(a.crdDelete(ctx, req, opts, out))
+		return httpx.Reply(a.crdAPI.Delete(ctx, req, opts, out))
 	}
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeObject)
 	if err != nil {
@@ -344,7 +344,7 @@ func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCol
 	}
 	params := listing.Params{LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector()}
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
-		return httpx.Reply(a.crdDeleteCollection(ctx, req.GetNamespace(), params, opts, out))
+		return httpx.Reply(a.crdAPI.DeleteCollection(ctx, req.GetNamespace(), params, opts, out))
 	}
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeObject)
 	if err != nil {
@@ -367,7 +367,7 @@ func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCol
 			return httpx.Reply(nil, err)
 		}
 		for _, it := range items {
-			name, ns := itemNameNamespace(it)
+			name, ns := listing.ItemNameNamespace(it)
 			if _, _, err := a.deleteOne(ctx, r, ns, name, opts); err != nil && !apierrors.IsNotFound(err) {
 				return httpx.Reply(nil, err)
 			}
@@ -380,15 +380,4 @@ func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCol
 		params.ContinueToken = page.ContinueToken
 	}
 	return out.Body(httpx.RenderList(r.apiVersion(), r.listKind, all)), nil
-}
-
-func itemNameNamespace(obj []byte) (name, namespace string) {
-	var m struct {
-		Metadata struct {
-			Name      string `json:"name"`
-			Namespace string `json:"namespace"`
-		} `json:"metadata"`
-	}
-	_ = json.Unmarshal(obj, &m)
-	return m.Metadata.Name, m.Metadata.Namespace
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // FuzzRequestBody: a create or update body, JSON or YAML, goes through the
-// gateway's decoding (httpx.DecodeBody, then decodeObject): it decodes or
+// gateway's decoding (httpx.DecodeBody, then listing.DecodeObject): it decodes or
 // fails with a Status error, never panics, a YAML body converts to valid
 // JSON, and the memory taken stays proportional to the body (YAML aliases
 // are bounded by the YAML library).

@@ -62,7 +62,7 @@ func (a *kubeAPI) Get(ctx context.Context, req *gatewayv1.GetRequest) (*httpbody
 		return httpx.Reply(nil, err)
 	}
 	if crds {
-		return httpx.Reply(a.crdGet(ctx, req, out, rm))
+		return httpx.Reply(a.crdAPI.Get(ctx, req, out, rm))
 	}
 	return httpx.Reply(a.crGet(ctx, req, out, rm))
 }
@@ -142,7 +142,7 @@ func (a *kubeAPI) List(ctx context.Context, req *gatewayv1.ListRequest) (*httpbo
 		SendInitialEvents:    req.SendInitialEvents,
 	}
 	if crds {
-		return httpx.Reply(a.crdList(ctx, req.GetNamespace(), params, out, rm))
+		return httpx.Reply(a.crdAPI.List(ctx, req.GetNamespace(), params, out, rm))
 	}
 	return httpx.Reply(a.crList(ctx, req, params, out, rm))
 }
@@ -238,7 +238,7 @@ func (a *kubeAPI) Watch(req *gatewayv1.WatchRequest, stream gatewayv1.KubeAPISer
 		return failWatch(ctx, stream, target, err)
 	}
 	if crds {
-		err = a.crdWatch(ctx, req.GetNamespace(), params, stream, out, rm)
+		err = a.crdAPI.Watch(ctx, req.GetNamespace(), params, stream, out, rm)
 	} else {
 		err = a.crWatch(ctx, req, params, stream, out, rm)
 	}

@@ -26,6 +26,7 @@ import (
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/gateway/crd"
 	"github.com/crdplane/crdplane/services/gateway/discovery"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 	"github.com/crdplane/crdplane/services/gateway/localpki"
@@ -131,6 +132,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s.api = &kubeAPI{
 		registry:          registry,
 		discovery:         &discovery.Server{Registry: registry, OpenAPI: registryv1.NewOpenAPIServiceClient(regConn)},
+		crdAPI:            crd.New(crd.Config{Registry: registry, MinRequestTimeout: cfg.MinRequestTimeout}),
 		storage:           storagev1.NewStorageServiceClient(stoConn),
 		validator:         validatorv1.NewValidatorServiceClient(valConn),
 		converter:         converter,

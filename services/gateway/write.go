@@ -23,6 +23,7 @@ import (
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/gateway/crd"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 	"github.com/crdplane/crdplane/services/gateway/listing"
 )
@@ -58,7 +59,7 @@ func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*ht
 		return httpx.Reply(nil, err)
 	}
 	if crds {
-		return httpx.Reply(a.crdCreate(ctx, req, opts, body.JSON, out))
+		return httpx.Reply(a.crdAPI.Create(ctx, req, opts, body.JSON, out))
 	}
 	return httpx.Reply(a.crCreate(ctx, req, opts, body, out))
 }
@@ -171,7 +172,7 @@ func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*ht
 		return httpx.Reply(nil, err)
 	}
 	if crds {
-		return httpx.Reply(a.crdUpdate(ctx, req, opts, body.JSON, out))
+		return httpx.Reply(a.crdAPI.Update(ctx, req, opts, body.JSON, out))
 	}
 	return httpx.Reply(a.crUpdate(ctx, req, opts, body, out))
 }
@@ -566,8 +567,8 @@ func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*http
 	if !crds && !patch.Supported(pt) && pt != patch.ApplyYAML {
 		return httpx.Reply(nil, patch.UnsupportedError(pt))
 	}
-	if crds && !crdPatchType(pt) {
-		return httpx.Reply(nil, errCRDUnsupportedMediaType())
+	if crds && !crd.PatchTypeAllowed(pt) {
+		return httpx.Reply(nil, crd.ErrUnsupportedMediaType())
 	}
 	opts := &metav1.PatchOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
 	if req.GetForce() {
@@ -578,7 +579,7 @@ func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*http
 		return httpx.Reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
 	}
 	if crds {
-		return httpx.Reply(a.crdPatch(ctx, req, opts, pt, out))
+		return httpx.Reply(a.crdAPI.Patch(ctx, req, opts, pt, out))
 	}
 	return httpx.Reply(a.crPatch(ctx, req, opts, pt, out))
 }

@@ -54,12 +54,12 @@ func TestResourceVersionParameter(t *testing.T) {
 			_, _, err = StorageOptions(&metainternalversion.ListOptions{ResourceVersion: tc.rv}, nil)
 			if tc.listMsg == "" {
 				if err != nil {
-					t.Fatalf("storageListOptions: %v", err)
+					t.Fatalf("StorageOptions: %v", err)
 				}
 				return
 			}
 			if !apierrors.IsBadRequest(err) || err.Error() != tc.listMsg {
-				t.Fatalf("storageListOptions error = %v; want 400 %q", err, tc.listMsg)
+				t.Fatalf("StorageOptions error = %v; want 400 %q", err, tc.listMsg)
 			}
 		})
 	}

@@ -79,3 +79,16 @@ func PlainError(err error) error {
 		Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Message: err.Error(),
 	}}
 }
+
+// ItemNameNamespace reads an object's metadata.name and metadata.namespace
+// without decoding the rest ("" for what is missing or unreadable).
+func ItemNameNamespace(obj []byte) (name, namespace string) {
+	var m struct {
+		Metadata struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(obj, &m)
+	return m.Metadata.Name, m.Metadata.Namespace
+}
