@@ -225,7 +225,7 @@ func (a *kubeAPI) Watch(req *gatewayv1.WatchRequest, stream gatewayv1.KubeAPISer
 		AllowWatchBookmarks:  req.GetAllowWatchBookmarks(),
 		SendInitialEvents:    req.SendInitialEvents,
 		Watch:                true,
-		Name:                 watchNameFrom(ctx),
+		Name:                 watch.NameFrom(ctx),
 	}
 	rm := httpx.RequestMetaFrom(ctx)
 	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
@@ -235,7 +235,7 @@ func (a *kubeAPI) Watch(req *gatewayv1.WatchRequest, stream gatewayv1.KubeAPISer
 	}
 	out, err := httpx.NegotiateWatch(rm, target)
 	if err != nil {
-		return failWatch(ctx, stream, target, err)
+		return watch.Fail(ctx, stream, target, err)
 	}
 	if crds {
 		err = a.crdAPI.Watch(ctx, req.GetNamespace(), params, stream, out, rm)
@@ -243,24 +243,7 @@ func (a *kubeAPI) Watch(req *gatewayv1.WatchRequest, stream gatewayv1.KubeAPISer
 		err = a.crWatch(ctx, req, params, stream, out, rm)
 	}
 	if err != nil {
-		return failWatch(ctx, stream, target, err)
-	}
-	return nil
-}
-
-// failWatch answers a watch that fails before its stream starts with the
-// error's Status and HTTP code, as kube-apiserver does. (A gRPC error here
-// would reach the client as a stream error, with an HTTP code derived from
-// the gRPC code: 400 instead of 422, 404 lost in translation.)
-func failWatch(ctx context.Context, stream gatewayv1.KubeAPIService_WatchServer, target httpx.Target, err error) error {
-	if ctx.Err() != nil {
-		return httpx.ToGRPC(err)
-	}
-	s := kstatus.FromError(httpx.ToGRPC(err))
-	body := httpx.ErrorBody(httpx.RequestMetaFrom(ctx), target, s)
-	httpx.SetHTTPCode(ctx, int(s.Code))
-	if serr := stream.Send(body); serr != nil {
-		return httpx.ToGRPC(err)
+		return watch.Fail(ctx, stream, target, err)
 	}
 	return nil
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/crdplane/crdplane/services/gateway/discovery"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 	"github.com/crdplane/crdplane/services/gateway/localpki"
+	"github.com/crdplane/crdplane/services/gateway/watch"
 )
 
 // Service is one gateway: the HTTPS Kubernetes API in front of
@@ -214,7 +215,7 @@ func newKubeMux(ctx context.Context, a *kubeAPI) (http.Handler, error) {
 	if err := gatewayv1.RegisterKubeAPIServiceHandlerServer(ctx, mux, api); err != nil {
 		return nil, fmt.Errorf("register KubeAPIService routes: %w", err)
 	}
-	if err := registerWatch(mux, api); err != nil {
+	if err := watch.Register(mux, api); err != nil {
 		return nil, fmt.Errorf("register watch routes: %w", err)
 	}
 	return &kubeRouter{mux: mux, api: a}, nil

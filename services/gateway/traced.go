@@ -18,7 +18,7 @@ import (
 // (its in-process HandlerServer registration: no gRPC hop, no copy of the
 // response body), each call in a span named as a gRPC server span would
 // be ("crdplane.gateway.v1.KubeAPIService/<Method>"); watches are served
-// from HTTP directly (watchhttp.go).
+// from HTTP directly (watch/http.go).
 type tracedAPI struct {
 	*kubeAPI
 	tracer trace.Tracer
