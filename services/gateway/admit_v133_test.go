@@ -9,6 +9,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/crdplane/crdplane/pkg/fielderr"
+	"github.com/crdplane/crdplane/services/gateway/listing"
 )
 
 // An integral float of the body (1.0) reaches the validator as a float
@@ -55,10 +56,10 @@ func TestEncodeForAdmission(t *testing.T) {
 		t.Errorf("generation %#v", g)
 	}
 
-	// Without floats the encoding is encodeObject's.
+	// Without floats the encoding is listing.EncodeObject's.
 	plain := object{"a": []any{int64(1), "x"}}
 	b1, _ := encodeForAdmission(plain)
-	b2, _ := encodeObject(plain)
+	b2, _ := listing.EncodeObject(plain)
 	if string(b1) != string(b2) {
 		t.Errorf("%s != %s", b1, b2)
 	}
@@ -72,7 +73,7 @@ func TestListOptionsSelectorV133(t *testing.T) {
 		{"a=" + strings.Repeat("v", 64), `unable to parse requirement: values[0][a]: Invalid value: "` + strings.Repeat("v", 64) + `": must be no more than 63 characters`},
 	}
 	for _, c := range cases {
-		_, err := parseListOptions(listParams{labelSelector: c.selector})
+		_, err := listing.ParseOptions(listing.Params{LabelSelector: c.selector})
 		if !apierrors.IsBadRequest(err) {
 			t.Fatalf("%q: want a 400, got %v", c.selector, err)
 		}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"github.com/crdplane/crdplane/services/gateway/listing"
 	"math"
 	"strconv"
 )
@@ -9,15 +10,15 @@ import (
 // encodeForAdmission encodes an object for the validator keeping each
 // number's kind: a float64 that holds an integer (the body's 1.0, 2e3) is
 // written with a fraction ("1.0"), so that the validator decodes it as a
-// float64 again, as upstream's decoder did from the body. encodeObject
+// float64 again, as upstream's decoder did from the body. listing.EncodeObject
 // would write 1, which decodes as an int64: then a list-type set [1, 1.0]
 // would hold a duplicate, where upstream compares int64 1 and float64 1 as
 // different values (and reports none).
 func encodeForAdmission(obj object) ([]byte, error) {
 	if v, changed := markIntegralFloats(obj); changed {
-		return encodeObject(v.(object))
+		return listing.EncodeObject(v.(object))
 	}
-	return encodeObject(obj)
+	return listing.EncodeObject(obj)
 }
 
 // markIntegralFloats returns v with every integral float64 below 1e21 (the

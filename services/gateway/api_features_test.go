@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/crdplane/crdplane/services/gateway/listing"
 	"net/http"
 	"strings"
 	"testing"
@@ -301,7 +302,7 @@ func TestResourceVersionSemantics(t *testing.T) {
 		t.Fatal(err)
 	}
 	exp := g.expect(http.StatusGone, "GET", crontabs+"?limit=2&continue="+cont, nil)
-	if exp["reason"] != "Expired" || exp["message"] != inconsistentContinue || str(meta(exp)["continue"]) == "" {
+	if exp["reason"] != "Expired" || exp["message"] != listing.InconsistentContinue || str(meta(exp)["continue"]) == "" {
 		t.Fatalf("expired continue: %v", exp)
 	}
 	rest := g.expect(http.StatusOK, "GET", crontabs+"?limit=5&continue="+str(meta(exp)["continue"]), nil)

@@ -14,6 +14,7 @@ import (
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
+	"github.com/crdplane/crdplane/services/gateway/listing"
 )
 
 // crApply serves a server-side apply (PATCH application/apply-patch+yaml)
@@ -62,7 +63,7 @@ func (a *kubeAPI) crApply(ctx context.Context, r *resource, req *gatewayv1.Patch
 			return nil, httpx.NewInvalid(r.groupKind(), name, causes)
 		}
 		admitted := resp.GetObject()
-		obj, err := decodeObject(admitted)
+		obj, err := listing.DecodeObject(admitted)
 		if err != nil {
 			return nil, apierrors.NewInternalError(fmt.Errorf("applied object: %w", err))
 		}
@@ -149,7 +150,7 @@ func (a *kubeAPI) applyExisting(ctx context.Context, r *resource, cur *current, 
 
 // scaleOfResult is the Scale of a custom resource written through /scale.
 func scaleOfResult(r *resource, result []byte) ([]byte, error) {
-	updated, err := decodeObject(result)
+	updated, err := listing.DecodeObject(result)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}

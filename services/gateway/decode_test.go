@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/crdplane/crdplane/services/gateway/httpx"
+	"github.com/crdplane/crdplane/services/gateway/listing"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -172,7 +173,7 @@ func TestCheckKindNamesTheObject(t *testing.T) {
 		{`{"apiVersion":"other.example.com/v1","kind":"CronTab"}`, `CronTab.other.example.com "x" is invalid: apiVersion: Invalid value: "other.example.com/v1": must be stable.example.com/v1`, "other.example.com", "CronTab"},
 		{`{"apiVersion":"stable.example.com/v1beta1","kind":"Other"}`, `Other.stable.example.com "x" is invalid: [kind: Invalid value: "Other": must be CronTab, apiVersion: Invalid value: "stable.example.com/v1beta1": must be stable.example.com/v1]`, "stable.example.com", "Other"},
 	} {
-		obj, err := decodeObject([]byte(tc.body))
+		obj, err := listing.DecodeObject([]byte(tc.body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +207,7 @@ func TestCheckNameAndNamespace(t *testing.T) {
 		{`{"metadata":{"name":"b"}}`, true, "the name of the object (b) does not match the name on the URL (a)"},
 		{`{"metadata":{"namespace":"other"}}`, true, "the namespace of the provided object does not match the namespace sent on the request"},
 	} {
-		obj, err := decodeObject([]byte(tc.body))
+		obj, err := listing.DecodeObject([]byte(tc.body))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,6 +22,7 @@ import (
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
+	"github.com/crdplane/crdplane/services/gateway/listing"
 )
 
 // maxDeleteRetries bounds the re-reads of a delete racing other writers.
@@ -74,7 +75,7 @@ func (a *kubeAPI) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*ht
 		return httpx.Reply(nil, err)
 	}
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
-		return httpx.Reply(a.crdDelete(ctx, req, opts, out))
+		return httpx.Reply(a.crdAPI.Delete(ctx, req, opts, out))
 	}
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeObject)
 	if err != nil {
@@ -250,7 +251,7 @@ func checkPreconditions(r *resource, cur *current, name string, pre *metav1.Prec
 // deletionGracePeriodSeconds 0). An object that ends up the same is not
 // written. It returns the object at the request version.
 func (a *kubeAPI) markDeleting(ctx context.Context, r *resource, cur *current, fins []string, changed, dryRun bool) ([]byte, error) {
-	stored, err := decodeObject(cur.stored)
+	stored, err := listing.DecodeObject(cur.stored)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
@@ -273,7 +274,7 @@ func (a *kubeAPI) markDeleting(ctx context.Context, r *resource, cur *current, f
 		m["deletionTimestamp"] = objmeta.Timestamp(now)
 	}
 	m["deletionGracePeriodSeconds"] = int64(0)
-	data, err := encodeObject(stored)
+	data, err := listing.EncodeObject(stored)
 	if err != nil {
 		return nil, err
 	}
@@ -341,9 +342,9 @@ func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCol
 	if err != nil {
 		return httpx.Reply(nil, err)
 	}
-	params := listParams{labelSelector: req.GetLabelSelector(), fieldSelector: req.GetFieldSelector()}
+	params := listing.Params{LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector()}
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
-		return httpx.Reply(a.crdDeleteCollection(ctx, req.GetNamespace(), params, opts, out))
+		return httpx.Reply(a.crdAPI.DeleteCollection(ctx, req.GetNamespace(), params, opts, out))
 	}
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeObject)
 	if err != nil {
@@ -366,7 +367,7 @@ func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCol
 			return httpx.Reply(nil, err)
 		}
 		for _, it := range items {
-			name, ns := itemNameNamespace(it)
+			name, ns := listing.ItemNameNamespace(it)
 			if _, _, err := a.deleteOne(ctx, r, ns, name, opts); err != nil && !apierrors.IsNotFound(err) {
 				return httpx.Reply(nil, err)
 			}
@@ -376,18 +377,7 @@ func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCol
 		if page.ContinueToken == "" {
 			break
 		}
-		params.continueToken = page.ContinueToken
+		params.ContinueToken = page.ContinueToken
 	}
 	return out.Body(httpx.RenderList(r.apiVersion(), r.listKind, all)), nil
-}
-
-func itemNameNamespace(obj []byte) (name, namespace string) {
-	var m struct {
-		Metadata struct {
-			Name      string `json:"name"`
-			Namespace string `json:"namespace"`
-		} `json:"metadata"`
-	}
-	_ = json.Unmarshal(obj, &m)
-	return m.Metadata.Name, m.Metadata.Namespace
 }

@@ -9,10 +9,11 @@ import (
 
 	"github.com/crdplane/crdplane/pkg/fuzzalloc"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
+	"github.com/crdplane/crdplane/services/gateway/listing"
 )
 
 // FuzzRequestBody: a create or update body, JSON or YAML, goes through the
-// gateway's decoding (httpx.DecodeBody, then decodeObject): it decodes or
+// gateway's decoding (httpx.DecodeBody, then listing.DecodeObject): it decodes or
 // fails with a Status error, never panics, a YAML body converts to valid
 // JSON, and the memory taken stays proportional to the body (YAML aliases
 // are bounded by the YAML library).
@@ -37,12 +38,12 @@ func FuzzRequestBody(f *testing.F) {
 			if yaml && !json.Valid(data) {
 				t.Fatalf("YAML converted to invalid JSON: %q", data)
 			}
-			obj, err := decodeObject(data)
+			obj, err := listing.DecodeObject(data)
 			if err == nil && obj == nil {
 				t.Fatal("no object and no error")
 			}
 			if err == nil {
-				if _, err := encodeObject(obj); err != nil {
+				if _, err := listing.EncodeObject(obj); err != nil {
 					t.Fatalf("a decoded object does not encode: %v", err)
 				}
 			}
@@ -59,9 +60,9 @@ func FuzzListOptions(f *testing.F) {
 	f.Fuzz(func(t *testing.T, labelSelector, fieldSelector, continueToken, resourceVersion string, limit int64, watch bool) {
 		in := len(labelSelector) + len(fieldSelector) + len(continueToken) + len(resourceVersion)
 		fuzzalloc.Check(t, in, 1000, func() {
-			opts, err := parseListOptions(listParams{
-				labelSelector: labelSelector, fieldSelector: fieldSelector, continueToken: continueToken,
-				resourceVersion: resourceVersion, limit: limit, watch: watch,
+			opts, err := listing.ParseOptions(listing.Params{
+				LabelSelector: labelSelector, FieldSelector: fieldSelector, ContinueToken: continueToken,
+				ResourceVersion: resourceVersion, Limit: limit, Watch: watch,
 			})
 			if err != nil {
 				if _, ok := err.(apierrors.APIStatus); !ok {
@@ -73,7 +74,7 @@ func FuzzListOptions(f *testing.F) {
 				_ = opts.LabelSelector.String()
 			}
 			if opts.FieldSelector != nil {
-				err := checkFieldSelector(opts.FieldSelector, func(f string) bool { return f == "metadata.name" || f == "spec.color" })
+				err := listing.CheckFieldSelector(opts.FieldSelector, func(f string) bool { return f == "metadata.name" || f == "spec.color" })
 				if _, ok := err.(apierrors.APIStatus); err != nil && !ok {
 					t.Fatalf("%T is not a Status: %v", err, err)
 				}

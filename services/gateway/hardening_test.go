@@ -12,12 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
-	"github.com/crdplane/crdplane/pkg/kstatus"
 )
 
 // wantStatusBody checks an answer's code and its Status's message and
@@ -332,21 +326,6 @@ func TestFutureResourceVersions(t *testing.T) {
 		}
 		if ev, ok := next(); ok {
 			t.Fatalf("watch from %s: event %+v", rv, ev)
-		}
-	}
-}
-
-// A backend's Status that travels with a context code (the storage
-// service's 504 Too large resource version) is an error event, not the
-// end of the stream.
-func TestIsStreamEnd(t *testing.T) {
-	withStatus := kstatus.ToGRPC(apierrors.NewTimeoutError("Too large resource version: 9, current: 3", 1))
-	if status.Code(withStatus) != codes.DeadlineExceeded || isStreamEnd(withStatus) {
-		t.Fatalf("%v: a stream end", withStatus)
-	}
-	for _, err := range []error{status.Error(codes.DeadlineExceeded, "context deadline exceeded"), status.Error(codes.Canceled, "context canceled")} {
-		if !isStreamEnd(err) {
-			t.Fatalf("%v: not a stream end", err)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/gateway/crd"
 	"github.com/crdplane/crdplane/services/gateway/discovery"
 )
 
@@ -24,6 +25,7 @@ type kubeAPI struct {
 
 	registry  registryv1.RegistryServiceClient
 	discovery *discovery.Server
+	crdAPI    *crd.Server // the verbs on CRDs
 	storage   storagev1.StorageServiceClient
 	validator validatorv1.ValidatorServiceClient
 	converter converterv1.ConverterServiceClient // nil: webhook conversion unavailable

@@ -17,66 +17,11 @@ import (
 	"github.com/crdplane/crdplane/pkg/objmeta"
 	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
+	"github.com/crdplane/crdplane/services/gateway/listing"
 )
 
 // object is a decoded custom resource.
-type object = map[string]any
-
-// jsonUnmarshal decodes JSON keeping integers as int64 (as Kubernetes'
-// unstructured decoding does), so numbers survive a round trip exactly.
-func jsonUnmarshal(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if m, ok := v.(*map[string]any); ok {
-		*m = fromJSONNumbers(*m).(map[string]any)
-	}
-	return nil
-}
-
-// fromJSONNumbers turns json.Number values into int64 or float64.
-func fromJSONNumbers(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = fromJSONNumbers(e)
-		}
-		return x
-	case []any:
-		for i, e := range x {
-			x[i] = fromJSONNumbers(e)
-		}
-		return x
-	case json.Number:
-		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
-			return i
-		}
-		f, _ := x.Float64()
-		return f
-	}
-	return v
-}
-
-func decodeObject(data []byte) (object, error) {
-	var obj object
-	if err := jsonUnmarshal(data, &obj); err != nil {
-		return nil, err
-	}
-	if obj == nil {
-		return nil, fmt.Errorf("not a JSON object")
-	}
-	return obj, nil
-}
-
-func encodeObject(obj object) ([]byte, error) {
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("encode object: %w", err))
-	}
-	return b, nil
-}
+type object = listing.Object
 
 // summarize abbreviates a body for an error message as kube-apiserver does.
 func summarize(data []byte, max int) string {
@@ -345,7 +290,7 @@ func resourceVersion(obj object) (int64, error) {
 	}
 	rv, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return 0, plainError(err)
+		return 0, listing.PlainError(err)
 	}
 	return int64(rv), nil
 }
@@ -388,18 +333,18 @@ func checkNameAndNamespace(obj object, ns, name string, namespaced bool) error {
 func decodeDeleteOptions(body []byte, opts *metav1.DeleteOptions) error {
 	var tm typeMetaSniff
 	if err := json.Unmarshal(body, &tm); err != nil {
-		return plainError(fmt.Errorf("couldn't get version/kind; json parse error: %v", err))
+		return listing.PlainError(fmt.Errorf("couldn't get version/kind; json parse error: %v", err))
 	}
 	gv, err := schema.ParseGroupVersion(tm.APIVersion)
 	if err != nil {
-		return plainError(err)
+		return listing.PlainError(err)
 	}
 	gvk := gvkWithDefaults(gv.WithKind(tm.Kind), metav1.SchemeGroupVersion.WithKind("DeleteOptions"))
 	if gvk.Kind != "DeleteOptions" {
-		return plainError(fmt.Errorf("no kind %q is registered for version %q in scheme %q", gvk.Kind, gvk.GroupVersion().String(), "pkg/runtime/scheme.go:110"))
+		return listing.PlainError(fmt.Errorf("no kind %q is registered for version %q in scheme %q", gvk.Kind, gvk.GroupVersion().String(), "pkg/runtime/scheme.go:110"))
 	}
 	if err := utiljson.Unmarshal(body, opts); err != nil {
-		return plainError(err)
+		return listing.PlainError(err)
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/crdplane/crdplane/pkg/patch"
 	"github.com/crdplane/crdplane/pkg/structural"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
+	"github.com/crdplane/crdplane/services/gateway/listing"
 )
 
 // decodePatch is upstream's strict pre-decoding of a JSON or merge patch
@@ -65,7 +66,7 @@ func patchInvalid(quoted []byte, detail string) error {
 // touch reads as that encoding and what it set as the patch wrote it.
 // Should that fail, the patched object as crdplane has it.
 func patchedQuote(cur object, pt string, body, patched []byte) []byte {
-	enc, err := encodeObject(cur)
+	enc, err := listing.EncodeObject(cur)
 	if err != nil {
 		return patched
 	}
@@ -101,7 +102,7 @@ func patchedQuote(cur object, pt string, body, patched []byte) []byte {
 func (a *kubeAPI) decodePatched(r *resource, patched []byte, directive string, quoted func() []byte) (strictErrs []error, err error) {
 	strict := directive != metav1.FieldValidationIgnore
 	var obj object
-	decErr := jsonUnmarshal(patched, &obj)
+	decErr := listing.UnmarshalJSON(patched, &obj)
 	var tm typeMetaSniff
 	if av, kind, ok := plainTypeMeta(obj); decErr == nil && ok {
 		tm.APIVersion, tm.Kind = av, kind

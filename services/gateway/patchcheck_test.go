@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crdplane/crdplane/services/gateway/listing"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -220,7 +221,7 @@ func TestPatchStrictAsV133(t *testing.T) {
 			// Otherwise it is the encoding of the unstructured object:
 			// sorted keys, HTML characters escaped.
 			var o map[string]any
-			if err := jsonUnmarshal([]byte(quoted), &o); err != nil {
+			if err := listing.UnmarshalJSON([]byte(quoted), &o); err != nil {
 				t.Fatal(err)
 			}
 			if canon, _ := json.Marshal(o); !bytes.Equal(canon, []byte(quoted)) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/crdplane/crdplane/services/gateway/listing"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -54,7 +55,7 @@ func checkStorageKey(r *resource, namespace, name string) error {
 	}
 	for _, seg := range strings.Split(key, "/") {
 		if seg == "." || seg == ".." {
-			return plainError(fmt.Errorf("invalid key: %q", key))
+			return listing.PlainError(fmt.Errorf("invalid key: %q", key))
 		}
 	}
 	return nil

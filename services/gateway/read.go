@@ -2,10 +2,7 @@ package gateway
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
-	"net/http"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +13,8 @@ import (
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
+	"github.com/crdplane/crdplane/services/gateway/listing"
+	"github.com/crdplane/crdplane/services/gateway/watch"
 )
 
 // optimisticLockMsg is kube-apiserver's conflict message for a stale resourceVersion.
@@ -63,7 +62,7 @@ func (a *kubeAPI) Get(ctx context.Context, req *gatewayv1.GetRequest) (*httpbody
 		return httpx.Reply(nil, err)
 	}
 	if crds {
-		return httpx.Reply(a.crdGet(ctx, req, out, rm))
+		return httpx.Reply(a.crdAPI.Get(ctx, req, out, rm))
 	}
 	return httpx.Reply(a.crGet(ctx, req, out, rm))
 }
@@ -86,7 +85,7 @@ func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out http
 			return nil, err
 		}
 	}
-	minRV, err := parseRV(req.GetResourceVersion())
+	minRV, err := listing.ParseRV(req.GetResourceVersion())
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +103,9 @@ func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out http
 	if req.GetSubresource() == "scale" {
 		return a.scaleGet(r, out, rm, obj)
 	}
-	return respondObject(out, rm, obj, func() *tablePrinter { return newColumnPrinter(printerColumns(r.crd, r.version)) })
+	return listing.RespondObject(out, rm, obj, func() *listing.TablePrinter {
+		return listing.NewColumnPrinter(listing.PrinterColumns(r.crd, r.version))
+	})
 }
 
 // readTarget is the endpoint kind of a GET: a CRD (or its status), a
@@ -119,86 +120,6 @@ func readTarget(crds bool, sub string) httpx.Target {
 	return httpx.TargetCustomResource
 }
 
-// respondObject renders one object (JSON at the request version) in the
-// negotiated format; printer gives its table columns.
-func respondObject(out httpx.OutputFormat, rm httpx.RequestMeta, obj []byte, printer func() *tablePrinter) (*httpbody.HttpBody, error) {
-	switch out.As {
-	case httpx.AsTable:
-		opts, err := tableOptions(rm.Query())
-		if err != nil {
-			return nil, err
-		}
-		tw := &tableWriter{printer: printer(), opts: opts, gv: out.AsGV}
-		doc, err := tw.table([][]byte{obj}, metav1.ListMeta{ResourceVersion: objectResourceVersion(obj)})
-		if err != nil {
-			return nil, err
-		}
-		return out.Render(doc)
-	case httpx.AsPartialObjectMetadata:
-		o, err := decodeObject(obj)
-		if err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-		doc, err := partialObjectMetadata(o, out.AsGV)
-		if err != nil {
-			return nil, err
-		}
-		return out.Render(doc)
-	case httpx.AsPartialObjectMetadataList:
-		return nil, errNotAcceptableConversion("you requested PartialObjectMetadataList, but the requested object is not a list (*unstructured.Unstructured)")
-	}
-	return out.Render(obj)
-}
-
-// respondList renders a list page (items JSON at the request version).
-func respondList(out httpx.OutputFormat, rm httpx.RequestMeta, apiVersion, listKind string, page httpx.ListPage, printer func() *tablePrinter) (*httpbody.HttpBody, error) {
-	switch out.As {
-	case httpx.AsTable:
-		opts, err := tableOptions(rm.Query())
-		if err != nil {
-			return nil, err
-		}
-		tw := &tableWriter{printer: printer(), opts: opts, gv: out.AsGV}
-		doc, err := tw.table(page.Items, page.ListMeta())
-		if err != nil {
-			return nil, err
-		}
-		return out.Render(doc)
-	case httpx.AsPartialObjectMetadataList:
-		doc, err := partialObjectMetadataList(page, out.AsGV)
-		if err != nil {
-			return nil, err
-		}
-		return out.Render(doc)
-	case httpx.AsPartialObjectMetadata:
-		goType := "*unstructured.UnstructuredList"
-		if apiVersion == crdAPIVersion {
-			goType = "*apiextensions.CustomResourceDefinitionList"
-		}
-		return nil, errNotAcceptableConversion("you requested PartialObjectMetadata, but the requested object is a list (" + goType + ")")
-	}
-	return out.Render(httpx.RenderList(apiVersion, listKind, page))
-}
-
-// errNotAcceptableConversion is upstream's 406 for a transformation the
-// response cannot take.
-func errNotAcceptableConversion(msg string) error {
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable, Message: msg,
-	}}
-}
-
-// objectResourceVersion reads metadata.resourceVersion without decoding the rest.
-func objectResourceVersion(obj []byte) string {
-	var m struct {
-		Metadata struct {
-			ResourceVersion string `json:"resourceVersion"`
-		} `json:"metadata"`
-	}
-	_ = json.Unmarshal(obj, &m)
-	return m.Metadata.ResourceVersion
-}
-
 // List serves GET on a collection.
 func (a *kubeAPI) List(ctx context.Context, req *gatewayv1.ListRequest) (*httpbody.HttpBody, error) {
 	rm := httpx.RequestMetaFrom(ctx)
@@ -211,101 +132,46 @@ func (a *kubeAPI) List(ctx context.Context, req *gatewayv1.ListRequest) (*httpbo
 	if err != nil {
 		return httpx.Reply(nil, err)
 	}
-	params := listParams{
-		labelSelector:        req.GetLabelSelector(),
-		fieldSelector:        req.GetFieldSelector(),
-		limit:                req.GetLimit(),
-		continueToken:        req.GetContinue(),
-		resourceVersion:      req.GetResourceVersion(),
-		resourceVersionMatch: req.GetResourceVersionMatch(),
-		sendInitialEvents:    req.SendInitialEvents,
+	params := listing.Params{
+		LabelSelector:        req.GetLabelSelector(),
+		FieldSelector:        req.GetFieldSelector(),
+		Limit:                req.GetLimit(),
+		ContinueToken:        req.GetContinue(),
+		ResourceVersion:      req.GetResourceVersion(),
+		ResourceVersionMatch: req.GetResourceVersionMatch(),
+		SendInitialEvents:    req.SendInitialEvents,
 	}
 	if crds {
-		return httpx.Reply(a.crdList(ctx, req.GetNamespace(), params, out, rm))
+		return httpx.Reply(a.crdAPI.List(ctx, req.GetNamespace(), params, out, rm))
 	}
 	return httpx.Reply(a.crList(ctx, req, params, out, rm))
 }
 
-func (a *kubeAPI) crList(ctx context.Context, req *gatewayv1.ListRequest, params listParams, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
+func (a *kubeAPI) crList(ctx context.Context, req *gatewayv1.ListRequest, params listing.Params, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeCollection)
 	if err != nil {
 		return nil, err
 	}
 	page, err := a.listStored(ctx, r, req.GetNamespace(), params)
 	if err != nil {
-		return continueExpired(ctx, err, params.continueToken, out)
+		return listing.ContinueExpired(ctx, err, params.ContinueToken, out)
 	}
 	httpx.AddWarnings(ctx, r.warnings...)
 	if page.Items, err = a.readObjects(ctx, r, page.Items); err != nil {
 		return nil, err
 	}
-	return respondList(out, rm, r.apiVersion(), r.listKind, page, func() *tablePrinter { return newColumnPrinter(printerColumns(r.crd, r.version)) })
-}
-
-// inconsistentContinue is upstream's message for a continue token whose
-// revision etcd has compacted.
-const inconsistentContinue = "The provided continue parameter is too old to display a consistent list result. " +
-	"You can start a new list without the continue parameter, or use the continue token in this response to " +
-	"retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - " +
-	"objects that were created, modified, or deleted between the time the first chunk was returned and now may " +
-	"show up in the list."
-
-// continueExpired answers a list error: a continue token whose revision
-// is compacted away is upstream's 410 carrying, in metadata.continue, a
-// token that continues at the same key from the latest revision (rv -1);
-// anything else is returned as is.
-func continueExpired(ctx context.Context, err error, token string, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
-	s := kstatus.FromError(err)
-	if token == "" || s.Reason != metav1.StatusReasonExpired {
-		return nil, err
-	}
-	latest, ok := continueAtLatest(token)
-	if !ok {
-		return nil, err
-	}
-	st := &metav1.Status{
-		Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired,
-		Message: inconsistentContinue, ListMeta: metav1.ListMeta{Continue: latest},
-	}
-	// The Status carries list metadata, which a gRPC error cannot: it is
-	// the response body, with its code.
-	httpx.SetHTTPCode(ctx, http.StatusGone)
-	if out.YAML || out.Protobuf {
-		return out.StatusBody(st), nil
-	}
-	return &httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: httpx.StatusJSON(st, out.Pretty)}, nil
-}
-
-// continueAtLatest rewrites an (upstream format) continue token to
-// continue at its key from the latest revision.
-func continueAtLatest(token string) (string, bool) {
-	raw, err := base64.RawURLEncoding.DecodeString(token)
-	if err != nil {
-		return "", false
-	}
-	var c struct {
-		APIVersion      string `json:"v"`
-		ResourceVersion int64  `json:"rv"`
-		StartKey        string `json:"start"`
-	}
-	if err := json.Unmarshal(raw, &c); err != nil || c.StartKey == "" {
-		return "", false
-	}
-	c.ResourceVersion = -1
-	b, err := json.Marshal(c)
-	if err != nil {
-		return "", false
-	}
-	return base64.RawURLEncoding.EncodeToString(b), true
+	return listing.RespondList(out, rm, r.apiVersion(), r.listKind, page, func() *listing.TablePrinter {
+		return listing.NewColumnPrinter(listing.PrinterColumns(r.crd, r.version))
+	})
 }
 
 // listStored reads one page of a collection at the storage version.
-func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string, params listParams) (httpx.ListPage, error) {
-	opts, err := parseListOptions(params)
+func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string, params listing.Params) (httpx.ListPage, error) {
+	opts, err := listing.ParseOptions(params)
 	if err != nil {
 		return httpx.ListPage{}, err
 	}
-	if err := checkFieldSelector(opts.FieldSelector, r.fieldAllowed); err != nil {
+	if err := listing.CheckFieldSelector(opts.FieldSelector, r.fieldAllowed); err != nil {
 		return httpx.ListPage{}, err
 	}
 	if listReadsEtcd(opts) {
@@ -313,11 +179,11 @@ func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string,
 			return httpx.ListPage{}, err
 		}
 	}
-	lo, minRV, err := storageListOptions(opts, r.selectableFields)
+	lo, minRV, err := listing.StorageOptions(opts, r.selectableFields)
 	if err != nil {
 		return httpx.ListPage{}, err
 	}
-	beyond := rvBeyondRevisions(opts.ResourceVersion)
+	beyond := listing.RVBeyondRevisions(opts.ResourceVersion)
 	// Exact as upstream decides it, from the parameters as written.
 	exactBeyond := beyond && (opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact ||
 		opts.ResourceVersionMatch == "" && opts.Limit > 0)
@@ -336,7 +202,7 @@ func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string,
 		return httpx.ListPage{}, err
 	}
 	if exactBeyond {
-		return httpx.ListPage{}, errTooLargeRV(opts.ResourceVersion, resp.GetResourceVersion(), 0)
+		return httpx.ListPage{}, listing.ErrTooLargeRV(opts.ResourceVersion, resp.GetResourceVersion(), 0)
 	}
 	return httpx.ListPage{
 		Items:           resp.GetObjects(),
@@ -350,16 +216,16 @@ func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string,
 // the edge rewrites onto them).
 func (a *kubeAPI) Watch(req *gatewayv1.WatchRequest, stream gatewayv1.KubeAPIService_WatchServer) error {
 	ctx := stream.Context()
-	params := listParams{
-		labelSelector:        req.GetLabelSelector(),
-		fieldSelector:        req.GetFieldSelector(),
-		resourceVersion:      req.GetResourceVersion(),
-		resourceVersionMatch: req.GetResourceVersionMatch(),
-		timeoutSeconds:       req.GetTimeoutSeconds(),
-		allowWatchBookmarks:  req.GetAllowWatchBookmarks(),
-		sendInitialEvents:    req.SendInitialEvents,
-		watch:                true,
-		name:                 watchNameFrom(ctx),
+	params := listing.Params{
+		LabelSelector:        req.GetLabelSelector(),
+		FieldSelector:        req.GetFieldSelector(),
+		ResourceVersion:      req.GetResourceVersion(),
+		ResourceVersionMatch: req.GetResourceVersionMatch(),
+		TimeoutSeconds:       req.GetTimeoutSeconds(),
+		AllowWatchBookmarks:  req.GetAllowWatchBookmarks(),
+		SendInitialEvents:    req.SendInitialEvents,
+		Watch:                true,
+		Name:                 watch.NameFrom(ctx),
 	}
 	rm := httpx.RequestMetaFrom(ctx)
 	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
@@ -369,70 +235,55 @@ func (a *kubeAPI) Watch(req *gatewayv1.WatchRequest, stream gatewayv1.KubeAPISer
 	}
 	out, err := httpx.NegotiateWatch(rm, target)
 	if err != nil {
-		return failWatch(ctx, stream, target, err)
+		return watch.Fail(ctx, stream, target, err)
 	}
 	if crds {
-		err = a.crdWatch(ctx, req.GetNamespace(), params, stream, out, rm)
+		err = a.crdAPI.Watch(ctx, req.GetNamespace(), params, stream, out, rm)
 	} else {
 		err = a.crWatch(ctx, req, params, stream, out, rm)
 	}
 	if err != nil {
-		return failWatch(ctx, stream, target, err)
+		return watch.Fail(ctx, stream, target, err)
 	}
 	return nil
 }
 
-// failWatch answers a watch that fails before its stream starts with the
-// error's Status and HTTP code, as kube-apiserver does. (A gRPC error here
-// would reach the client as a stream error, with an HTTP code derived from
-// the gRPC code: 400 instead of 422, 404 lost in translation.)
-func failWatch(ctx context.Context, stream gatewayv1.KubeAPIService_WatchServer, target httpx.Target, err error) error {
-	if ctx.Err() != nil {
-		return httpx.ToGRPC(err)
-	}
-	s := kstatus.FromError(httpx.ToGRPC(err))
-	body := httpx.ErrorBody(httpx.RequestMetaFrom(ctx), target, s)
-	httpx.SetHTTPCode(ctx, int(s.Code))
-	if serr := stream.Send(body); serr != nil {
-		return httpx.ToGRPC(err)
-	}
-	return nil
-}
-
-func (a *kubeAPI) crWatch(ctx context.Context, req *gatewayv1.WatchRequest, params listParams, stream gatewayv1.KubeAPIService_WatchServer, out httpx.OutputFormat, rm httpx.RequestMeta) error {
+func (a *kubeAPI) crWatch(ctx context.Context, req *gatewayv1.WatchRequest, params listing.Params, stream gatewayv1.KubeAPIService_WatchServer, out httpx.OutputFormat, rm httpx.RequestMeta) error {
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeCollection)
 	if err != nil {
 		return err
 	}
-	opts, err := parseListOptions(params)
+	opts, err := listing.ParseOptions(params)
 	if err != nil {
 		return err
 	}
-	if err := checkFieldSelector(opts.FieldSelector, r.fieldAllowed); err != nil {
+	if err := listing.CheckFieldSelector(opts.FieldSelector, r.fieldAllowed); err != nil {
 		return err
 	}
-	if err := selectName(opts, params.name); err != nil {
+	if err := listing.SelectName(opts, params.Name); err != nil {
 		return err
 	}
-	rv, err := parseRV(opts.ResourceVersion)
+	rv, err := listing.ParseRV(opts.ResourceVersion)
 	if err != nil {
 		return err
 	}
 	// Past the largest revision: a watch that waits (silently) forever.
-	rv = clampRV(rv, opts.ResourceVersion)
-	plan := planWatch(opts, rv, a.minRequestTimeout)
-	plan.apiVersion, plan.kind, plan.wire = r.apiVersion(), r.kind, out
-	plan.convert = func(ctx context.Context, obj []byte) ([]byte, error) {
+	rv = listing.ClampRV(rv, opts.ResourceVersion)
+	plan := watch.NewPlan(opts, rv, a.minRequestTimeout)
+	plan.APIVersion, plan.Kind, plan.Wire = r.apiVersion(), r.kind, out
+	plan.Convert = func(ctx context.Context, obj []byte) ([]byte, error) {
 		return a.readObject(ctx, r, obj)
 	}
-	if plan.transform, err = watchTransform(out, rm, func() *tablePrinter { return newColumnPrinter(printerColumns(r.crd, r.version)) }); err != nil {
+	if plan.Transform, err = listing.EventTransform(out, rm, func() *listing.TablePrinter {
+		return listing.NewColumnPrinter(listing.PrinterColumns(r.crd, r.version))
+	}); err != nil {
 		return err
 	}
 	wreq := &storagev1.WatchRequest{
 		Prefix:            r.collectionKey(req.GetNamespace()),
-		ResourceVersion:   plan.resourceVersion,
-		SendInitialEvents: plan.initialEvents,
-		AllowBookmarks:    plan.allowBookmarks,
+		ResourceVersion:   plan.ResourceVersion,
+		SendInitialEvents: plan.InitialEvents,
+		AllowBookmarks:    plan.AllowBookmarks,
 		SelectableFields:  r.selectableFields,
 	}
 	if opts.LabelSelector != nil && !opts.LabelSelector.Empty() {
@@ -442,11 +293,11 @@ func (a *kubeAPI) crWatch(ctx context.Context, req *gatewayv1.WatchRequest, para
 		wreq.FieldSelector = opts.FieldSelector.String()
 	}
 	httpx.AddWarnings(ctx, r.warnings...)
-	wctx, cancel := context.WithTimeout(ctx, plan.timeout)
+	wctx, cancel := context.WithTimeout(ctx, plan.Timeout)
 	defer cancel()
 	backend, err := a.storage.Watch(wctx, wreq)
 	if err != nil {
 		return err
 	}
-	return serveWatch(wctx, stream, plan, func() (backendEvent, error) { return backend.Recv() })
+	return watch.Serve(wctx, stream, plan, func() (watch.Event, error) { return backend.Recv() })
 }

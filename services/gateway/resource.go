@@ -20,17 +20,8 @@ import (
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
+	"github.com/crdplane/crdplane/services/gateway/crd"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
-)
-
-// crdGroup, crdVersion and crdResource address the CRDs themselves, served
-// by the registry.
-const (
-	crdGroup    = "apiextensions.k8s.io"
-	crdVersion  = "v1"
-	crdResource = "customresourcedefinitions"
-	crdKind     = "CustomResourceDefinition"
-	crdListKind = "CustomResourceDefinitionList"
 )
 
 // resource is one served version of a custom resource, resolved from the
@@ -313,5 +304,21 @@ func deprecationWarning(deprecated string, spec apiextensionsv1.CustomResourceDe
 
 // isCRDs reports whether a request addresses the CRDs themselves.
 func isCRDs(group, ver, plural string) bool {
-	return group == crdGroup && ver == crdVersion && plural == crdResource
+	return crd.IsCRDs(group, ver, plural)
+}
+
+// fieldAllowed reports whether a custom resource of r can be selected by f.
+func (r *resource) fieldAllowed(f string) bool {
+	switch f {
+	case "metadata.name":
+		return true
+	case "metadata.namespace":
+		return r.namespaced
+	}
+	for _, s := range r.selectableFields {
+		if s == f {
+			return true
+		}
+	}
+	return false
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/crdplane/crdplane/pkg/patch"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
+	"github.com/crdplane/crdplane/services/gateway/listing"
 )
 
 // The scale subresource: an autoscaling/v1 Scale read from and written to
@@ -34,14 +34,6 @@ const invalidSpecReplicas = -2147483648
 // replicasPath splits a scale JSONPath (".spec.replicas").
 func replicasPath(p string) []string {
 	return strings.Split(strings.TrimPrefix(p, "."), ".")
-}
-
-// plainError is an error without a Status of its own, which upstream
-// answers as a 500 with the error's text and no reason.
-func plainError(err error) error {
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Message: err.Error(),
-	}}
 }
 
 // scaleOf is the Scale of a custom resource; found reports whether it has
@@ -84,17 +76,19 @@ func encodeScale(s *autoscalingv1.Scale) ([]byte, error) {
 	return b, nil
 }
 
-func (r *resource) scalePrinter() *tablePrinter { return newColumnPrinter(scaleColumns(r.scale)) }
+func (r *resource) scalePrinter() *listing.TablePrinter {
+	return listing.NewColumnPrinter(listing.ScaleColumns(r.scale))
+}
 
 // scaleGet answers GET .../scale from the object (JSON at the request version).
 func (a *kubeAPI) scaleGet(r *resource, out httpx.OutputFormat, rm httpx.RequestMeta, data []byte) (*httpbody.HttpBody, error) {
-	obj, err := decodeObject(data)
+	obj, err := listing.DecodeObject(data)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
 	s, found, err := scaleOf(obj, r.scale)
 	if err != nil {
-		return nil, plainError(err)
+		return nil, listing.PlainError(err)
 	}
 	if !found {
 		return nil, apierrors.NewInternalError(fmt.Errorf("the spec replicas field %q does not exist", r.scale.SpecReplicasPath))
@@ -103,7 +97,7 @@ func (a *kubeAPI) scaleGet(r *resource, out httpx.OutputFormat, rm httpx.Request
 	if err != nil {
 		return nil, err
 	}
-	return respondObject(out, rm, doc, r.scalePrinter)
+	return listing.RespondObject(out, rm, doc, r.scalePrinter)
 }
 
 // decodeScale decodes a Scale request body (apiVersion and kind default to
@@ -196,7 +190,7 @@ func (a *kubeAPI) scaleWrite(ctx context.Context, r *resource, ns, name string, 
 		}
 		old, found, err := scaleOf(cur.obj, r.scale)
 		if err != nil {
-			return nil, plainError(err)
+			return nil, listing.PlainError(err)
 		}
 		if !found {
 			old.Spec.Replicas = invalidSpecReplicas
@@ -210,7 +204,7 @@ func (a *kubeAPI) scaleWrite(ctx context.Context, r *resource, ns, name string, 
 		}
 		obj := deepCopyObject(cur.obj)
 		if err := unstructured.SetNestedField(obj, int64(s.Spec.Replicas), replicasPath(r.scale.SpecReplicasPath)...); err != nil {
-			return nil, plainError(err)
+			return nil, listing.PlainError(err)
 		}
 		pinned := s.ResourceVersion != ""
 		if pinned && s.ResourceVersion != fmt.Sprint(cur.rv) {
@@ -227,7 +221,7 @@ func (a *kubeAPI) scaleWrite(ctx context.Context, r *resource, ns, name string, 
 		if err != nil {
 			return nil, err
 		}
-		updated, err := decodeObject(result)
+		updated, err := listing.DecodeObject(result)
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/crdplane/crdplane/pkg/structural"
+	"github.com/crdplane/crdplane/services/gateway/listing"
 )
 
 // schemaCache keeps the compiled structural schema of every CRD version
@@ -140,7 +141,7 @@ func (c *schemaCache) readDefaults(r *resource, objs [][]byte) ([][]byte, error)
 		if !cs.defaults {
 			continue
 		}
-		obj, err := decodeObject(data)
+		obj, err := listing.DecodeObject(data)
 		if err != nil {
 			return nil, fmt.Errorf("stored object: %w", err)
 		}
@@ -152,7 +153,7 @@ func (c *schemaCache) readDefaults(r *resource, objs [][]byte) ([][]byte, error)
 			out = make([][]byte, len(objs))
 			copy(out, objs)
 		}
-		if out[i], err = encodeObject(obj); err != nil {
+		if out[i], err = listing.EncodeObject(obj); err != nil {
 			return nil, err
 		}
 	}
@@ -231,12 +232,12 @@ func (p *conversionPruner) needed(from string) bool {
 // upstream's unstructuredSchemaCoercer after a conversion (malformed
 // metadata is an error there, not dropped).
 func (p *conversionPruner) apply(obj []byte) ([]byte, error) {
-	o, err := decodeObject(obj)
+	o, err := listing.DecodeObject(obj)
 	if err != nil {
 		return nil, fmt.Errorf("converted object: %w", err)
 	}
 	if _, err := structural.Normalize(o, p.cs.s, false); err != nil {
 		return nil, fmt.Errorf("converted object: %w", err)
 	}
-	return encodeObject(o)
+	return listing.EncodeObject(o)
 }

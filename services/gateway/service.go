@@ -26,9 +26,11 @@ import (
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/gateway/crd"
 	"github.com/crdplane/crdplane/services/gateway/discovery"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 	"github.com/crdplane/crdplane/services/gateway/localpki"
+	"github.com/crdplane/crdplane/services/gateway/watch"
 )
 
 // Service is one gateway: the HTTPS Kubernetes API in front of
@@ -131,6 +133,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s.api = &kubeAPI{
 		registry:          registry,
 		discovery:         &discovery.Server{Registry: registry, OpenAPI: registryv1.NewOpenAPIServiceClient(regConn)},
+		crdAPI:            crd.New(crd.Config{Registry: registry, MinRequestTimeout: cfg.MinRequestTimeout}),
 		storage:           storagev1.NewStorageServiceClient(stoConn),
 		validator:         validatorv1.NewValidatorServiceClient(valConn),
 		converter:         converter,
@@ -212,7 +215,7 @@ func newKubeMux(ctx context.Context, a *kubeAPI) (http.Handler, error) {
 	if err := gatewayv1.RegisterKubeAPIServiceHandlerServer(ctx, mux, api); err != nil {
 		return nil, fmt.Errorf("register KubeAPIService routes: %w", err)
 	}
-	if err := registerWatch(mux, api); err != nil {
+	if err := watch.Register(mux, api); err != nil {
 		return nil, fmt.Errorf("register watch routes: %w", err)
 	}
 	return &kubeRouter{mux: mux, api: a}, nil

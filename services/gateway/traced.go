@@ -11,13 +11,14 @@ import (
 
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
+	"github.com/crdplane/crdplane/services/gateway/watch"
 )
 
 // tracedAPI serves KubeAPIService's unary methods to grpc-gateway directly
 // (its in-process HandlerServer registration: no gRPC hop, no copy of the
 // response body), each call in a span named as a gRPC server span would
 // be ("crdplane.gateway.v1.KubeAPIService/<Method>"); watches are served
-// from HTTP directly (watchhttp.go).
+// from HTTP directly (watch/http.go).
 type tracedAPI struct {
 	*kubeAPI
 	tracer trace.Tracer
@@ -113,14 +114,14 @@ func (s ctxStream) Context() context.Context { return s.ctx }
 
 // WriteFrame and Flush pass the underlying stream's frameWriter through.
 func (s ctxStream) WriteFrame(frame []byte) error {
-	if fw, ok := s.KubeAPIService_WatchServer.(frameWriter); ok {
+	if fw, ok := s.KubeAPIService_WatchServer.(watch.FrameWriter); ok {
 		return fw.WriteFrame(frame)
 	}
 	return s.Send(&httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: frame})
 }
 
 func (s ctxStream) Flush() error {
-	if fw, ok := s.KubeAPIService_WatchServer.(frameWriter); ok {
+	if fw, ok := s.KubeAPIService_WatchServer.(watch.FrameWriter); ok {
 		return fw.Flush()
 	}
 	return nil

@@ -23,7 +23,9 @@ import (
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/gateway/crd"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
+	"github.com/crdplane/crdplane/services/gateway/listing"
 )
 
 // maxPatchRetries bounds the re-reads of a patch that lost a race with
@@ -57,7 +59,7 @@ func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*ht
 		return httpx.Reply(nil, err)
 	}
 	if crds {
-		return httpx.Reply(a.crdCreate(ctx, req, opts, body.JSON, out))
+		return httpx.Reply(a.crdAPI.Create(ctx, req, opts, body.JSON, out))
 	}
 	return httpx.Reply(a.crCreate(ctx, req, opts, body, out))
 }
@@ -170,7 +172,7 @@ func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*ht
 		return httpx.Reply(nil, err)
 	}
 	if crds {
-		return httpx.Reply(a.crdUpdate(ctx, req, opts, body.JSON, out))
+		return httpx.Reply(a.crdAPI.Update(ctx, req, opts, body.JSON, out))
 	}
 	return httpx.Reply(a.crUpdate(ctx, req, opts, body, out))
 }
@@ -294,7 +296,7 @@ func (a *kubeAPI) readCurrent(ctx context.Context, r *resource, ns, name string)
 	if err != nil {
 		return nil, err
 	}
-	obj, err := decodeObject(reqv)
+	obj, err := listing.DecodeObject(reqv)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("stored object %s: %w", key, err))
 	}
@@ -404,7 +406,7 @@ func (a *kubeAPI) commitUpdate(ctx context.Context, r *resource, cur *current, a
 	}
 	if p.dryRun {
 		objmeta.SetResourceVersion(newObj, fmt.Sprint(cur.rv))
-		return encodeObject(newObj)
+		return listing.EncodeObject(newObj)
 	}
 	resp, err := a.storage.Update(ctx, &storagev1.UpdateRequest{Key: cur.key, Object: stored, ExpectedResourceVersion: cur.rv})
 	if err != nil {
@@ -453,7 +455,7 @@ func droppedByPreparation(in, prepared object, status bool) bool {
 // storage decoder would (pruned and defaulted with the current schema).
 // It returns the admitted object decoded and encoded.
 func (a *kubeAPI) setGeneration(r *resource, admitted []byte, old object, sub string) (object, []byte, error) {
-	obj, err := decodeObject(admitted)
+	obj, err := listing.DecodeObject(admitted)
 	if err != nil {
 		return nil, nil, apierrors.NewInternalError(fmt.Errorf("admitted object: %w", err))
 	}
@@ -471,7 +473,7 @@ func (a *kubeAPI) setGeneration(r *resource, admitted []byte, old object, sub st
 		return obj, admitted, nil
 	}
 	objmeta.Meta(obj)["generation"] = gen
-	data, err := encodeObject(obj)
+	data, err := listing.EncodeObject(obj)
 	return obj, data, err
 }
 
@@ -489,11 +491,11 @@ func withoutMetadata(obj object) object {
 // sameStored reports whether two stored objects are the same, ignoring
 // metadata.resourceVersion.
 func sameStored(a, b []byte) (bool, error) {
-	x, err := decodeObject(a)
+	x, err := listing.DecodeObject(a)
 	if err != nil {
 		return false, apierrors.NewInternalError(err)
 	}
-	y, err := decodeObject(b)
+	y, err := listing.DecodeObject(b)
 	if err != nil {
 		return false, apierrors.NewInternalError(err)
 	}
@@ -565,8 +567,8 @@ func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*http
 	if !crds && !patch.Supported(pt) && pt != patch.ApplyYAML {
 		return httpx.Reply(nil, patch.UnsupportedError(pt))
 	}
-	if crds && !crdPatchType(pt) {
-		return httpx.Reply(nil, errCRDUnsupportedMediaType())
+	if crds && !crd.PatchTypeAllowed(pt) {
+		return httpx.Reply(nil, crd.ErrUnsupportedMediaType())
 	}
 	opts := &metav1.PatchOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
 	if req.GetForce() {
@@ -577,7 +579,7 @@ func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*http
 		return httpx.Reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
 	}
 	if crds {
-		return httpx.Reply(a.crdPatch(ctx, req, opts, pt, out))
+		return httpx.Reply(a.crdAPI.Patch(ctx, req, opts, pt, out))
 	}
 	return httpx.Reply(a.crPatch(ctx, req, opts, pt, out))
 }
@@ -652,7 +654,7 @@ func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts
 				return nil, err
 			}
 		}
-		obj, err := decodeObject(patched)
+		obj, err := listing.DecodeObject(patched)
 		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("the patched object is not a JSON object: %v", err))
 		}

@@ -1,4 +1,4 @@
-package gateway
+package listing
 
 import (
 	"net/http"
@@ -40,7 +40,7 @@ func TestResourceVersionParameter(t *testing.T) {
 			listMsg: `invalid resource version: resourceVersion: Invalid value: "99999999999999999999": strconv.ParseUint: parsing "99999999999999999999": value out of range`},
 	} {
 		t.Run(tc.rv, func(t *testing.T) {
-			got, err := parseRV(tc.rv)
+			got, err := ParseRV(tc.rv)
 			if tc.getCode == 0 {
 				if err != nil || got != tc.want {
 					t.Fatalf("parseRV = %d, %v; want %d", got, err, tc.want)
@@ -51,15 +51,15 @@ func TestResourceVersionParameter(t *testing.T) {
 					t.Fatalf("parseRV error = %+v; want a plain %d %q", s, tc.getCode, tc.getMsg)
 				}
 			}
-			_, _, err = storageListOptions(&metainternalversion.ListOptions{ResourceVersion: tc.rv}, nil)
+			_, _, err = StorageOptions(&metainternalversion.ListOptions{ResourceVersion: tc.rv}, nil)
 			if tc.listMsg == "" {
 				if err != nil {
-					t.Fatalf("storageListOptions: %v", err)
+					t.Fatalf("StorageOptions: %v", err)
 				}
 				return
 			}
 			if !apierrors.IsBadRequest(err) || err.Error() != tc.listMsg {
-				t.Fatalf("storageListOptions error = %v; want 400 %q", err, tc.listMsg)
+				t.Fatalf("StorageOptions error = %v; want 400 %q", err, tc.listMsg)
 			}
 		})
 	}
@@ -85,7 +85,7 @@ func TestStorageListOptionsLimit(t *testing.T) {
 		{name: "rv without a limit", opts: metainternalversion.ListOptions{ResourceVersion: "7"}, wantMin: 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lo, minRV, err := storageListOptions(&tc.opts, nil)
+			lo, minRV, err := StorageOptions(&tc.opts, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,20 +103,20 @@ func TestWatchListGateOff(t *testing.T) {
 	const forbidden = "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
 	for _, tc := range []struct {
 		name string
-		p    listParams
+		p    Params
 		want string // "" valid
 	}{
-		{name: "watch", p: listParams{watch: true}},
-		{name: "watch rv 0", p: listParams{watch: true, resourceVersion: "0"}},
-		{name: "sendInitialEvents=true", p: listParams{watch: true, sendInitialEvents: &yes, resourceVersionMatch: "NotOlderThan"},
+		{name: "watch", p: Params{Watch: true}},
+		{name: "watch rv 0", p: Params{Watch: true, ResourceVersion: "0"}},
+		{name: "sendInitialEvents=true", p: Params{Watch: true, SendInitialEvents: &yes, ResourceVersionMatch: "NotOlderThan"},
 			want: `ListOptions.meta.k8s.io "" is invalid: ` + forbidden},
-		{name: "sendInitialEvents=false", p: listParams{watch: true, sendInitialEvents: &no, resourceVersionMatch: "NotOlderThan", resourceVersion: "5"},
+		{name: "sendInitialEvents=false", p: Params{Watch: true, SendInitialEvents: &no, ResourceVersionMatch: "NotOlderThan", ResourceVersion: "5"},
 			want: `ListOptions.meta.k8s.io "" is invalid: ` + forbidden},
-		{name: "list", p: listParams{sendInitialEvents: &yes},
+		{name: "list", p: Params{SendInitialEvents: &yes},
 			want: `ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts, err := parseListOptions(tc.p)
+			opts, err := ParseOptions(tc.p)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -138,18 +138,18 @@ func TestWatchListGateOff(t *testing.T) {
 // exactly that name.
 func TestSelectName(t *testing.T) {
 	for _, tc := range []struct {
-		name, selector, object string
+		name, selector, Object string
 		want                   string // the resulting selector
 		bad                    bool
 	}{
-		{name: "collection", selector: "", object: "", want: ""},
-		{name: "collection with a selector", selector: "spec.color=red", object: "", want: "spec.color=red"},
-		{name: "object", selector: "", object: "a", want: "metadata.name=a"},
-		{name: "object and its name", selector: "metadata.name=a", object: "a", want: "metadata.name=a"},
-		{name: "object, its name and more", selector: "metadata.name=a,spec.color=red", object: "a", want: "metadata.name=a,spec.color=red"},
-		{name: "another name", selector: "metadata.name=b", object: "a", bad: true},
-		{name: "no name", selector: "spec.color=red", object: "a", bad: true},
-		{name: "not this name", selector: "metadata.name!=a", object: "a", bad: true},
+		{name: "collection", selector: "", Object: "", want: ""},
+		{name: "collection with a selector", selector: "spec.color=red", Object: "", want: "spec.color=red"},
+		{name: "object", selector: "", Object: "a", want: "metadata.name=a"},
+		{name: "object and its name", selector: "metadata.name=a", Object: "a", want: "metadata.name=a"},
+		{name: "object, its name and more", selector: "metadata.name=a,spec.color=red", Object: "a", want: "metadata.name=a,spec.color=red"},
+		{name: "another name", selector: "metadata.name=b", Object: "a", bad: true},
+		{name: "no name", selector: "spec.color=red", Object: "a", bad: true},
+		{name: "not this name", selector: "metadata.name!=a", Object: "a", bad: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := &metainternalversion.ListOptions{}
@@ -160,7 +160,7 @@ func TestSelectName(t *testing.T) {
 				}
 				opts.FieldSelector = sel
 			}
-			err := selectName(opts, tc.object)
+			err := SelectName(opts, tc.Object)
 			if tc.bad {
 				if !apierrors.IsBadRequest(err) || err.Error() != "fieldSelector metadata.name doesn't match requested name" {
 					t.Fatalf("got %v; want upstream's 400", err)
@@ -190,8 +190,8 @@ func TestRetryAfterHeader(t *testing.T) {
 		err  error
 		want string
 	}{
-		{name: "too large resource version", err: errTooLargeRV("99999999", 12, 1), want: "1"},
-		{name: "too large, no hint", err: errTooLargeRV("18446744073709551615", 12, 0), want: ""},
+		{name: "too large resource version", err: ErrTooLargeRV("99999999", 12, 1), want: "1"},
+		{name: "too large, no hint", err: ErrTooLargeRV("18446744073709551615", 12, 0), want: ""},
 		{name: "too many requests", err: apierrors.NewTooManyRequests("slow down", 3), want: "3"},
 		{name: "not found", err: apierrors.NewNotFound(schema.GroupResource{Group: "stable.example.com", Resource: "crontabs"}, "a"), want: ""},
 	} {

@@ -1,4 +1,4 @@
-package gateway
+package listing
 
 import (
 	"fmt"
@@ -31,28 +31,28 @@ import (
 // largest revision here (no revision gets there either), and messages say
 // it as the uint64 it is (upstream's NewTooLargeResourceVersionError).
 
-// errTooLargeRV is upstream's answer for a read at a revision the store
+// ErrTooLargeRV is upstream's answer for a read at a revision the store
 // has not reached (k8s.io/apiserver/pkg/storage
 // NewTooLargeResourceVersionError): asked as the client wrote it, retry
 // after retry seconds (the watch cache's 1; 0, no hint, from the etcd3
 // store).
-func errTooLargeRV(asked string, current int64, retry int) error {
+func ErrTooLargeRV(asked string, current int64, retry int) error {
 	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %s, current: %d", asked, current), retry)
 	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
 	return err
 }
 
-// rvBeyondRevisions reports a resourceVersion past the largest etcd
+// RVBeyondRevisions reports a resourceVersion past the largest etcd
 // revision (a uint64 above MaxInt64).
-func rvBeyondRevisions(rv string) bool {
+func RVBeyondRevisions(rv string) bool {
 	n, err := strconv.ParseUint(rv, 10, 64)
 	return err == nil && n > math.MaxInt64
 }
 
-// clampRV is a parsed resourceVersion rv, written raw, with one past the
+// ClampRV is a parsed resourceVersion rv, written raw, with one past the
 // largest etcd revision read as that revision.
-func clampRV(rv int64, raw string) int64 {
-	if rvBeyondRevisions(raw) {
+func ClampRV(rv int64, raw string) int64 {
+	if RVBeyondRevisions(raw) {
 		return math.MaxInt64
 	}
 	return rv

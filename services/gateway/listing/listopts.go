@@ -1,4 +1,4 @@
-package gateway
+package listing
 
 import (
 	"errors"
@@ -20,20 +20,20 @@ import (
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 )
 
-// listParams are the query parameters of a list or watch.
-type listParams struct {
-	labelSelector        string
-	fieldSelector        string
-	limit                int64
-	continueToken        string
-	resourceVersion      string
-	resourceVersionMatch string
-	timeoutSeconds       int64
-	allowWatchBookmarks  bool
-	sendInitialEvents    *bool
-	watch                bool
-	// name is the object a single-object watch path names.
-	name string
+// Params are the query parameters of a list or watch.
+type Params struct {
+	LabelSelector        string
+	FieldSelector        string
+	Limit                int64
+	ContinueToken        string
+	ResourceVersion      string
+	ResourceVersionMatch string
+	TimeoutSeconds       int64
+	AllowWatchBookmarks  bool
+	SendInitialEvents    *bool
+	Watch                bool
+	// Name is the object a single-object watch path names.
+	Name string
 }
 
 // watchListEnabled is upstream v1.33's WatchList feature gate: off by
@@ -43,34 +43,34 @@ type listParams struct {
 // no defaults are set.
 const watchListEnabled = false
 
-// parseListOptions decodes and validates list/watch parameters exactly as
+// ParseOptions decodes and validates list/watch parameters exactly as
 // kube-apiserver does (its parameter codec and validation; 400 for a
 // selector that does not parse, 422 ListOptions for invalid combinations).
-func parseListOptions(p listParams) (*metainternalversion.ListOptions, error) {
+func ParseOptions(p Params) (*metainternalversion.ListOptions, error) {
 	q := url.Values{}
 	set := func(k, v string) {
 		if v != "" {
 			q.Set(k, v)
 		}
 	}
-	set("labelSelector", p.labelSelector)
-	set("fieldSelector", p.fieldSelector)
-	set("continue", p.continueToken)
-	set("resourceVersion", p.resourceVersion)
-	set("resourceVersionMatch", p.resourceVersionMatch)
-	if p.limit != 0 {
-		q.Set("limit", strconv.FormatInt(p.limit, 10))
+	set("labelSelector", p.LabelSelector)
+	set("fieldSelector", p.FieldSelector)
+	set("continue", p.ContinueToken)
+	set("resourceVersion", p.ResourceVersion)
+	set("resourceVersionMatch", p.ResourceVersionMatch)
+	if p.Limit != 0 {
+		q.Set("limit", strconv.FormatInt(p.Limit, 10))
 	}
-	if p.timeoutSeconds != 0 {
-		q.Set("timeoutSeconds", strconv.FormatInt(p.timeoutSeconds, 10))
+	if p.TimeoutSeconds != 0 {
+		q.Set("timeoutSeconds", strconv.FormatInt(p.TimeoutSeconds, 10))
 	}
-	if p.allowWatchBookmarks {
+	if p.AllowWatchBookmarks {
 		q.Set("allowWatchBookmarks", "true")
 	}
-	if p.sendInitialEvents != nil {
-		q.Set("sendInitialEvents", strconv.FormatBool(*p.sendInitialEvents))
+	if p.SendInitialEvents != nil {
+		q.Set("sendInitialEvents", strconv.FormatBool(*p.SendInitialEvents))
 	}
-	if p.watch {
+	if p.Watch {
 		q.Set("watch", "true")
 	}
 	opts := &metainternalversion.ListOptions{}
@@ -85,9 +85,9 @@ func parseListOptions(p listParams) (*metainternalversion.ListOptions, error) {
 	return opts, nil
 }
 
-// checkFieldSelector rejects field selectors on fields the resource cannot
+// CheckFieldSelector rejects field selectors on fields the resource cannot
 // select by, with kube-apiserver's 400 "field label not supported: <f>".
-func checkFieldSelector(sel fields.Selector, allowed func(string) bool) error {
+func CheckFieldSelector(sel fields.Selector, allowed func(string) bool) error {
 	if sel == nil {
 		return nil
 	}
@@ -99,11 +99,11 @@ func checkFieldSelector(sel fields.Selector, allowed func(string) bool) error {
 	return nil
 }
 
-// selectName is upstream's handling of a request naming one object (a
+// SelectName is upstream's handling of a request naming one object (a
 // single-object watch path): the field selector becomes
 // metadata.name=<name>; one already set must require exactly that name
 // (400 otherwise). It runs after the field labels are checked.
-func selectName(opts *metainternalversion.ListOptions, name string) error {
+func SelectName(opts *metainternalversion.ListOptions, name string) error {
 	if name == "" {
 		return nil
 	}
@@ -116,22 +116,6 @@ func selectName(opts *metainternalversion.ListOptions, name string) error {
 	}
 	opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name)
 	return nil
-}
-
-// fieldAllowed reports whether a custom resource of r can be selected by f.
-func (r *resource) fieldAllowed(f string) bool {
-	switch f {
-	case "metadata.name":
-		return true
-	case "metadata.namespace":
-		return r.namespaced
-	}
-	for _, s := range r.selectableFields {
-		if s == f {
-			return true
-		}
-	}
-	return false
 }
 
 // parseResourceVersion parses a resourceVersion parameter as upstream's
@@ -149,24 +133,24 @@ func parseResourceVersion(rv string) (int64, error) {
 	return int64(n), nil
 }
 
-// parseRV parses the resourceVersion parameter of a get or a watch.
+// ParseRV parses the resourceVersion parameter of a get or a watch.
 // Upstream's watch cache returns the versioner's error as it is, which its
 // handlers answer as a plain 500 (no reason) carrying its text.
-func parseRV(rv string) (int64, error) {
+func ParseRV(rv string) (int64, error) {
 	n, err := parseResourceVersion(rv)
 	if err != nil {
-		return 0, plainError(err)
+		return 0, PlainError(err)
 	}
 	return n, nil
 }
 
-// storageListOptions maps validated list options to the backends' form,
+// StorageOptions maps validated list options to the backends' form,
 // with kube-apiserver's resourceVersion semantics: a revision is read
 // exactly when the client asks for that (resourceVersionMatch=Exact, or a
 // paginated read at a revision, the legacy semantics); otherwise the
 // newest state serves, and minRV is the revision it must not be older
 // than ("Not older than"; a revision not reached yet is 504).
-func storageListOptions(opts *metainternalversion.ListOptions, selectable []string) (_ *commonv1.ListOptions, minRV int64, _ error) {
+func StorageOptions(opts *metainternalversion.ListOptions, selectable []string) (_ *commonv1.ListOptions, minRV int64, _ error) {
 	if opts.Continue != "" && opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
 		return nil, 0, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
 	}

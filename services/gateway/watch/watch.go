@@ -1,4 +1,7 @@
-package gateway
+// Package watch streams Kubernetes watches of custom resources and CRDs:
+// the plan a watch's options ask for, and the events of a backend (storage
+// or registry) watch framed as JSON lines or protobuf frames.
+package watch
 
 import (
 	"context"
@@ -12,7 +15,6 @@ import (
 	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/crdplane/crdplane/pkg/metrics"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
@@ -20,99 +22,69 @@ import (
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
-// backendEvent is one event of a storage or registry watch.
-type backendEvent interface {
+// Event is one event of a storage or registry watch.
+type Event interface {
 	GetType() commonv1.EventType
 	GetObject() []byte
 	GetResourceVersion() int64
 }
 
-// watchPlan is what a watch asks of its backend and how its events are
+// Plan is what a watch asks of its backend and how its events are
 // rendered; custom resources and CRDs share it.
-type watchPlan struct {
-	apiVersion string // of the objects and bookmarks sent
-	kind       string
-	// resourceVersion is where the backend starts (0: now).
-	resourceVersion int64
-	// initialEvents asks the backend for ADDED events of the current state
+type Plan struct {
+	APIVersion string // of the objects and bookmarks sent
+	Kind       string
+	// ResourceVersion is where the backend starts (0: now).
+	ResourceVersion int64
+	// InitialEvents asks the backend for ADDED events of the current state
 	// first, ended by one BOOKMARK.
-	initialEvents bool
-	// watchList is set when the client asked sendInitialEvents=true: the
+	InitialEvents bool
+	// WatchList is set when the client asked sendInitialEvents=true: the
 	// end of the initial events is sent as a BOOKMARK annotated
 	// k8s.io/initial-events-end.
-	watchList      bool
-	allowBookmarks bool
-	timeout        time.Duration
-	// convert rewrites an object to the request version (nil: as is).
-	convert func(ctx context.Context, obj []byte) ([]byte, error)
-	// transform renders an event's object as the client asked (Table,
+	WatchList      bool
+	AllowBookmarks bool
+	Timeout        time.Duration
+	// Convert rewrites an object to the request version (nil: as is).
+	Convert func(ctx context.Context, obj []byte) ([]byte, error)
+	// Transform renders an event's object as the client asked (Table,
 	// PartialObjectMetadata; nil: as is). Bookmarks go through it too.
-	transform func(obj []byte) ([]byte, error)
-	// wire is the stream's encoding: JSON lines or protobuf frames.
-	wire httpx.OutputFormat
+	Transform func(obj []byte) ([]byte, error)
+	// Wire is the stream's encoding: JSON lines or protobuf frames.
+	Wire httpx.OutputFormat
 }
 
-// watchTransform is the per-event transformation a watch's negotiated
-// format asks for (nil: none). A Table watch sends the column
-// definitions with its first event only, as upstream.
-func watchTransform(out httpx.OutputFormat, rm httpx.RequestMeta, printer func() *tablePrinter) (func([]byte) ([]byte, error), error) {
-	switch out.As {
-	case httpx.AsTable:
-		opts, err := tableOptions(rm.Query())
-		if err != nil {
-			return nil, err
-		}
-		tw := &tableWriter{printer: printer(), opts: opts, gv: out.AsGV}
-		return func(obj []byte) ([]byte, error) {
-			doc, err := tw.table([][]byte{obj}, metav1.ListMeta{ResourceVersion: objectResourceVersion(obj)})
-			tw.noHeaders = true
-			return doc, err
-		}, nil
-	case httpx.AsPartialObjectMetadata:
-		return func(obj []byte) ([]byte, error) {
-			o, err := decodeObject(obj)
-			if err != nil {
-				return nil, apierrors.NewInternalError(err)
-			}
-			return partialObjectMetadata(o, out.AsGV)
-		}, nil
-	}
-	// PartialObjectMetadataList of single objects fails upstream, which
-	// then sends the objects as they are.
-	return nil, nil
-}
-
-// planWatch derives the backend request and rendering from validated
+// NewPlan derives the backend request and rendering from validated
 // options: resourceVersion ""/"0" starts with the current state (unless
 // sendInitialEvents=false), N follows the changes after N.
-func planWatch(opts *metainternalversion.ListOptions, rv int64, minTimeout time.Duration) watchPlan {
-	p := watchPlan{resourceVersion: rv, allowBookmarks: opts.AllowWatchBookmarks}
+func NewPlan(opts *metainternalversion.ListOptions, rv int64, minTimeout time.Duration) Plan {
+	p := Plan{ResourceVersion: rv, AllowBookmarks: opts.AllowWatchBookmarks}
 	legacy := opts.ResourceVersion == "" || opts.ResourceVersion == "0"
 	switch {
 	case opts.SendInitialEvents != nil:
-		p.initialEvents = *opts.SendInitialEvents
-		p.watchList = *opts.SendInitialEvents
+		p.InitialEvents = *opts.SendInitialEvents
+		p.WatchList = *opts.SendInitialEvents
 	default:
-		p.initialEvents = legacy
+		p.InitialEvents = legacy
 	}
 	if legacy {
-		p.resourceVersion = 0
+		p.ResourceVersion = 0
 	}
 	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds > 0 {
-		p.timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
+		p.Timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
 	} else {
-		p.timeout = time.Duration(float64(minTimeout) * (1 + rand.Float64()))
+		p.Timeout = time.Duration(float64(minTimeout) * (1 + rand.Float64()))
 	}
 	return p
 }
 
-// serveWatch streams a backend watch to the client as Kubernetes watch
+// Serve streams a backend watch to the client as Kubernetes watch
 // events. The first message is empty so the HTTP headers (200,
 // application/json) go out at once. It ends cleanly when the timeout
 // passes, the client goes away or the backend closes the stream; a backend
 // error becomes a final ERROR event carrying its Status (e.g. 410 Expired).
-func serveWatch(ctx context.Context, out gatewayv1.KubeAPIService_WatchServer, p watchPlan, recv func() (backendEvent, error)) error {
-	contentType := p.wire.WatchContentType()
+func Serve(ctx context.Context, out gatewayv1.KubeAPIService_WatchServer, p Plan, recv func() (Event, error)) error {
+	contentType := p.Wire.WatchContentType()
 	if err := out.Send(&httpbody.HttpBody{ContentType: contentType}); err != nil {
 		return nil
 	}
@@ -120,7 +92,7 @@ func serveWatch(ctx context.Context, out gatewayv1.KubeAPIService_WatchServer, p
 	// other event is waiting (as kube-apiserver does): a burst goes out in
 	// few writes.
 	type received struct {
-		ev  backendEvent
+		ev  Event
 		err error
 	}
 	events := make(chan received, 64)
@@ -137,7 +109,7 @@ func serveWatch(ctx context.Context, out gatewayv1.KubeAPIService_WatchServer, p
 			}
 		}
 	}()
-	fw, buffered := out.(frameWriter)
+	fw, buffered := out.(FrameWriter)
 	unflushed := false
 	send := func(frame []byte) error {
 		if buffered {
@@ -148,14 +120,14 @@ func serveWatch(ctx context.Context, out gatewayv1.KubeAPIService_WatchServer, p
 	}
 	sendError := func(err error) {
 		if buffered {
-			if fw.WriteFrame(p.wire.WatchErrorFrame(err)) == nil {
+			if fw.WriteFrame(p.Wire.WatchErrorFrame(err)) == nil {
 				_ = fw.Flush()
 			}
 			return
 		}
-		_ = out.Send(&httpbody.HttpBody{ContentType: contentType, Data: p.wire.WatchErrorFrame(err)})
+		_ = out.Send(&httpbody.HttpBody{ContentType: contentType, Data: p.Wire.WatchErrorFrame(err)})
 	}
-	inInitial := p.initialEvents
+	inInitial := p.InitialEvents
 	for {
 		var r received
 		select {
@@ -187,20 +159,20 @@ func serveWatch(ctx context.Context, out gatewayv1.KubeAPIService_WatchServer, p
 		case commonv1.EventType_EVENT_TYPE_BOOKMARK:
 			if inInitial {
 				inInitial = false
-				if !p.watchList {
+				if !p.WatchList {
 					continue
 				}
-				frame, err = p.frame(httpx.EventBookmark, httpx.BookmarkObject(p.apiVersion, p.kind, ev.GetResourceVersion(), true))
+				frame, err = p.frame(httpx.EventBookmark, httpx.BookmarkObject(p.APIVersion, p.Kind, ev.GetResourceVersion(), true))
 				break
 			}
-			if !p.allowBookmarks {
+			if !p.AllowBookmarks {
 				continue
 			}
-			frame, err = p.frame(httpx.EventBookmark, httpx.BookmarkObject(p.apiVersion, p.kind, ev.GetResourceVersion(), false))
+			frame, err = p.frame(httpx.EventBookmark, httpx.BookmarkObject(p.APIVersion, p.Kind, ev.GetResourceVersion(), false))
 		case commonv1.EventType_EVENT_TYPE_ADDED, commonv1.EventType_EVENT_TYPE_MODIFIED, commonv1.EventType_EVENT_TYPE_DELETED:
 			obj := ev.GetObject()
-			if p.convert != nil {
-				if obj, err = p.convert(ctx, obj); err != nil {
+			if p.Convert != nil {
+				if obj, err = p.Convert(ctx, obj); err != nil {
 					if ctx.Err() != nil {
 						return nil
 					}
@@ -222,22 +194,22 @@ func serveWatch(ctx context.Context, out gatewayv1.KubeAPIService_WatchServer, p
 	}
 }
 
-// frameWriter is a watch stream that can hold frames back until a flush
+// FrameWriter is a watch stream that can hold frames back until a flush
 // (the HTTP watch stream).
-type frameWriter interface {
+type FrameWriter interface {
 	WriteFrame(frame []byte) error
 	Flush() error
 }
 
 // frame renders one event, its object transformed as negotiated.
-func (p *watchPlan) frame(eventType string, obj []byte) ([]byte, error) {
-	if p.transform != nil {
+func (p *Plan) frame(eventType string, obj []byte) ([]byte, error) {
+	if p.Transform != nil {
 		var err error
-		if obj, err = p.transform(obj); err != nil {
+		if obj, err = p.Transform(obj); err != nil {
 			return nil, err
 		}
 	}
-	return p.wire.WatchFrame(eventType, obj)
+	return p.Wire.WatchFrame(eventType, obj)
 }
 
 func eventTypeName(t commonv1.EventType) string {
@@ -277,7 +249,7 @@ func isStreamEnd(err error) bool {
 // recoverRecv calls recv, a watch's reader of backend events, which runs
 // in a goroutine of its own: a panic there would end the process. It ends
 // the watch with an ERROR event (a 500 Status) instead.
-func recoverRecv(recv func() (backendEvent, error)) (ev backendEvent, err error) {
+func recoverRecv(recv func() (Event, error)) (ev Event, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			metrics.RecordPanic("gateway", v, "in", "watch")

@@ -1,4 +1,4 @@
-package gateway
+package watch
 
 import (
 	"context"
@@ -28,7 +28,7 @@ import (
 
 // watchPaths are the legacy watch routes (?watch=true reads are rewritten
 // onto them by the edge), of collections and of single objects (their
-// name is a field selector, see selectName).
+// name is a field selector, see listing.SelectName).
 var watchPaths = []string{
 	"/apis/{group}/{version}/watch/{resource}",
 	"/apis/{group}/{version}/watch/namespaces/{namespace}/{resource}",
@@ -40,9 +40,9 @@ var watchPaths = []string{
 // context (the Watch rpc has no field for it).
 type watchNameKey struct{}
 
-// watchNameFrom is the name of the object a watch path named ("" for a
+// NameFrom is the name of the object a watch path named ("" for a
 // collection).
-func watchNameFrom(ctx context.Context) string {
+func NameFrom(ctx context.Context) string {
 	name, _ := ctx.Value(watchNameKey{}).(string)
 	return name
 }
@@ -50,9 +50,14 @@ func watchNameFrom(ctx context.Context) string {
 // watchQueryFilter keeps path parameters from being set by the query.
 var watchQueryFilter = utilities.NewDoubleArray([][]string{{"group"}, {"version"}, {"namespace"}, {"resource"}, {"name"}})
 
-// registerWatch adds the watch routes to mux (ahead of the routes
-// registered before, which cannot stream).
-func registerWatch(mux *runtime.ServeMux, api tracedAPI) error {
+// Watcher serves a watch into a stream: KubeAPIService's Watch.
+type Watcher interface {
+	Watch(*gatewayv1.WatchRequest, gatewayv1.KubeAPIService_WatchServer) error
+}
+
+// Register adds the watch routes to mux (ahead of the routes registered
+// before, which cannot stream); api serves them.
+func Register(mux *runtime.ServeMux, api Watcher) error {
 	for _, p := range watchPaths {
 		if err := mux.HandlePath(http.MethodGet, p, func(w http.ResponseWriter, r *http.Request, params map[string]string) {
 			serveHTTPWatch(api, w, r, params)
@@ -63,7 +68,7 @@ func registerWatch(mux *runtime.ServeMux, api tracedAPI) error {
 	return nil
 }
 
-func serveHTTPWatch(api tracedAPI, w http.ResponseWriter, r *http.Request, params map[string]string) {
+func serveHTTPWatch(api Watcher, w http.ResponseWriter, r *http.Request, params map[string]string) {
 	req := &gatewayv1.WatchRequest{
 		Group: params["group"], Version: params["version"], Namespace: params["namespace"], Resource: params["resource"],
 	}
@@ -201,3 +206,20 @@ func (t watchTransport) SetHeader(md metadata.MD) error { return t.s.SetHeader(m
 func (t watchTransport) SendHeader(md metadata.MD) error { return t.s.SetHeader(md) }
 
 func (t watchTransport) SetTrailer(metadata.MD) error { return nil }
+
+// Fail answers a watch that fails before its stream starts with the
+// error's Status and HTTP code, as kube-apiserver does. (A gRPC error here
+// would reach the client as a stream error, with an HTTP code derived from
+// the gRPC code: 400 instead of 422, 404 lost in translation.)
+func Fail(ctx context.Context, stream gatewayv1.KubeAPIService_WatchServer, target httpx.Target, err error) error {
+	if ctx.Err() != nil {
+		return httpx.ToGRPC(err)
+	}
+	s := kstatus.FromError(httpx.ToGRPC(err))
+	body := httpx.ErrorBody(httpx.RequestMetaFrom(ctx), target, s)
+	httpx.SetHTTPCode(ctx, int(s.Code))
+	if serr := stream.Send(body); serr != nil {
+		return httpx.ToGRPC(err)
+	}
+	return nil
+}

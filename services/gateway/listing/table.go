@@ -1,4 +1,4 @@
-package gateway
+package listing
 
 import (
 	"bytes"
@@ -25,17 +25,17 @@ import (
 
 var metadataDescriptions = metav1.ObjectMeta{}.SwaggerDoc()
 
-// tablePrinter turns objects into table rows.
-type tablePrinter struct {
+// TablePrinter turns objects into table rows.
+type TablePrinter struct {
 	// headers are the column definitions, "Name" first.
 	headers []metav1.TableColumnDefinition
 	// cells renders one object's cells.
-	cells func(obj object) []any
+	cells func(obj Object) []any
 }
 
-// printerColumns are the columns of a CRD version: its
+// PrinterColumns are the columns of a CRD version: its
 // additionalPrinterColumns, or AGE when it has none.
-func printerColumns(crd *apiextensionsv1.CustomResourceDefinition, version string) []apiextensionsv1.CustomResourceColumnDefinition {
+func PrinterColumns(crd *apiextensionsv1.CustomResourceDefinition, version string) []apiextensionsv1.CustomResourceColumnDefinition {
 	for _, v := range crd.Spec.Versions {
 		if v.Name == version && len(v.AdditionalPrinterColumns) > 0 {
 			return v.AdditionalPrinterColumns
@@ -50,8 +50,8 @@ func ageColumn() apiextensionsv1.CustomResourceColumnDefinition {
 	}
 }
 
-// scaleColumns are the columns of the scale subresource's table.
-func scaleColumns(sc *apiextensionsv1.CustomResourceSubresourceScale) []apiextensionsv1.CustomResourceColumnDefinition {
+// ScaleColumns are the columns of the scale subresource's table.
+func ScaleColumns(sc *apiextensionsv1.CustomResourceSubresourceScale) []apiextensionsv1.CustomResourceColumnDefinition {
 	var cols []apiextensionsv1.CustomResourceColumnDefinition
 	if sc.SpecReplicasPath != "" {
 		cols = append(cols, apiextensionsv1.CustomResourceColumnDefinition{Name: "Desired", Type: "integer", Description: "Number of desired replicas", JSONPath: ".spec.replicas"})
@@ -62,13 +62,13 @@ func scaleColumns(sc *apiextensionsv1.CustomResourceSubresourceScale) []apiexten
 	return append(cols, ageColumn())
 }
 
-// newColumnPrinter is upstream's custom resource table convertor: NAME,
+// NewColumnPrinter is upstream's custom resource table convertor: NAME,
 // then one column per definition, its cell the JSONPath's first result
 // (strings printed as JSONPath prints them, other types checked against
 // the column type, dates as an age). A definition whose JSONPath does not
 // parse ends the columns there, as upstream falls back to what it parsed.
-func newColumnPrinter(cols []apiextensionsv1.CustomResourceColumnDefinition) *tablePrinter {
-	p := &tablePrinter{headers: []metav1.TableColumnDefinition{
+func NewColumnPrinter(cols []apiextensionsv1.CustomResourceColumnDefinition) *TablePrinter {
+	p := &TablePrinter{headers: []metav1.TableColumnDefinition{
 		{Name: "Name", Type: "string", Format: "name", Description: metadataDescriptions["name"]},
 	}}
 	var paths []*jsonpath.JSONPath
@@ -92,7 +92,7 @@ func newColumnPrinter(cols []apiextensionsv1.CustomResourceColumnDefinition) *ta
 		types[i] = p.headers[i+1].Type
 	}
 	var buf bytes.Buffer
-	p.cells = func(obj object) []any {
+	p.cells = func(obj Object) []any {
 		cells := make([]any, 1, 1+len(paths))
 		cells[0] = metaString(obj, "name")
 		for i, jp := range paths {
@@ -164,15 +164,15 @@ func cellValue(typ string, value any) any {
 	return nil
 }
 
-// defaultPrinter is upstream's default table convertor (the CRDs' own):
+// DefaultPrinter is upstream's default table convertor (the CRDs' own):
 // NAME and CREATED AT.
-func defaultPrinter() *tablePrinter {
-	return &tablePrinter{
+func DefaultPrinter() *TablePrinter {
+	return &TablePrinter{
 		headers: []metav1.TableColumnDefinition{
 			{Name: "Name", Type: "string", Format: "name", Description: metadataDescriptions["name"]},
 			{Name: "Created At", Type: "date", Description: metadataDescriptions["creationTimestamp"]},
 		},
-		cells: func(obj object) []any {
+		cells: func(obj Object) []any {
 			var ts metav1.Time
 			_ = ts.UnmarshalQueryParameter(metaString(obj, "creationTimestamp"))
 			return []any{metaString(obj, "name"), ts.UTC().Format(time.RFC3339)}
@@ -180,7 +180,7 @@ func defaultPrinter() *tablePrinter {
 	}
 }
 
-func metaString(obj object, key string) string {
+func metaString(obj Object, key string) string {
 	m, _ := obj["metadata"].(map[string]any)
 	s, _ := m[key].(string)
 	return s
@@ -205,7 +205,7 @@ func tableOptions(q url.Values) (*metav1.TableOptions, error) {
 
 // tableWriter renders Tables for one request.
 type tableWriter struct {
-	printer *tablePrinter
+	printer *TablePrinter
 	opts    *metav1.TableOptions
 	gv      string // meta.k8s.io/v1 or meta.k8s.io/v1beta1
 	// noHeaders leaves the column definitions out (watch events after the
@@ -224,7 +224,7 @@ func (w *tableWriter) table(objs [][]byte, listMeta metav1.ListMeta) ([]byte, er
 		t.ColumnDefinitions = w.printer.headers
 	}
 	for _, raw := range objs {
-		obj, err := decodeObject(raw)
+		obj, err := DecodeObject(raw)
 		if err != nil {
 			return nil, apierrors.NewInternalError(fmt.Errorf("decode object for table: %w", err))
 		}
@@ -248,7 +248,7 @@ func (w *tableWriter) table(objs [][]byte, listMeta metav1.ListMeta) ([]byte, er
 }
 
 // partialObjectMetadata renders obj's metadata as a PartialObjectMetadata of gv.
-func partialObjectMetadata(obj object, gv string) ([]byte, error) {
+func partialObjectMetadata(obj Object, gv string) ([]byte, error) {
 	om := metav1.ObjectMeta{}
 	if m, ok := obj["metadata"].(map[string]any); ok {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &om); err != nil {
@@ -279,7 +279,7 @@ func partialObjectMetadataList(page httpx.ListPage, gv string) ([]byte, error) {
 	b.Write(lm)
 	b.WriteString(`,"items":[`)
 	for i, raw := range page.Items {
-		obj, err := decodeObject(raw)
+		obj, err := DecodeObject(raw)
 		if err != nil {
 			return nil, apierrors.NewInternalError(fmt.Errorf("decode object: %w", err))
 		}

@@ -1,4 +1,10 @@
-package gateway
+// Package crd serves the gateway's verbs on the CRDs themselves
+// (apiextensions.k8s.io/v1 customresourcedefinitions, cluster-scoped, with a
+// status subresource): get, list, watch, create, update, patch, delete and
+// deletecollection, each delegated to the registry. Lists and watches
+// render through the same code as custom resources (packages listing and
+// watch).
+package crd
 
 import (
 	"context"
@@ -6,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,16 +25,49 @@ import (
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
+	"github.com/crdplane/crdplane/services/gateway/listing"
+	"github.com/crdplane/crdplane/services/gateway/watch"
 )
 
-// The CRDs themselves (apiextensions.k8s.io/v1 customresourcedefinitions,
-// cluster-scoped, with a status subresource) are the registry's: every verb
-// is delegated to it, and lists and watches render through the same code
-// as custom resources.
+// Group, Version and Resource address the CRDs themselves, served by the
+// registry; Kind and ListKind are their kinds.
+const (
+	Group      = "apiextensions.k8s.io"
+	Version    = "v1"
+	Resource   = "customresourcedefinitions"
+	Kind       = "CustomResourceDefinition"
+	ListKind   = "CustomResourceDefinitionList"
+	APIVersion = Group + "/" + Version
+)
 
-var crdGR = schema.GroupResource{Group: crdGroup, Resource: crdResource}
+var crdGR = schema.GroupResource{Group: Group, Resource: Resource}
 
-const crdAPIVersion = crdGroup + "/" + crdVersion
+// Config is what a Server needs.
+type Config struct {
+	// Registry serves the CRDs.
+	Registry registryv1.RegistryServiceClient
+	// MinRequestTimeout is the watch timeout's base (kube-apiserver's
+	// --min-request-timeout): a watch without timeoutSeconds lasts between
+	// one and two times it.
+	MinRequestTimeout time.Duration
+}
+
+// Server serves the verbs on CRDs. Errors are returned as Kubernetes
+// Status errors (the caller turns them into gRPC errors).
+type Server struct {
+	registry          registryv1.RegistryServiceClient
+	minRequestTimeout time.Duration
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) *Server {
+	return &Server{registry: cfg.Registry, minRequestTimeout: cfg.MinRequestTimeout}
+}
+
+// IsCRDs reports whether group, version and resource address the CRDs.
+func IsCRDs(group, version, resource string) bool {
+	return group == Group && version == Version && resource == Resource
+}
 
 // crdScope rejects a namespaced path (CRDs are cluster-scoped) with 404.
 func crdScope(namespace string) error {
@@ -52,9 +92,9 @@ func checkCRDFieldSelector(sel fields.Selector) error {
 	return nil
 }
 
-// crdPatchType reports whether upstream's PATCH route for CRDs (a
+// PatchTypeAllowed reports whether upstream's PATCH route for CRDs (a
 // go-restful route of a built-in type) consumes patches of type pt.
-func crdPatchType(pt string) bool {
+func PatchTypeAllowed(pt string) bool {
 	switch pt {
 	case patch.JSONPatch, patch.MergePatch, patch.StrategicMerge, "application/apply-patch+yaml":
 		return true
@@ -62,10 +102,10 @@ func crdPatchType(pt string) bool {
 	return false
 }
 
-// errCRDUnsupportedMediaType is go-restful's 415 for a CRD patch of another
+// ErrUnsupportedMediaType is go-restful's 415 for a CRD patch of another
 // type, as kube-apiserver renders it (a generic server response: details
 // {}).
-func errCRDUnsupportedMediaType() error {
+func ErrUnsupportedMediaType() error {
 	return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "", "415: Unsupported Media Type", 0, false)
 }
 
@@ -80,46 +120,47 @@ func crdSubresource(sub, name string) error {
 // names the manager of requests without fieldManager (managedFields).
 func writeOptions(ctx context.Context, dryRun []string, fieldManager, fieldValidation string) *registryv1.WriteOptions {
 	return &registryv1.WriteOptions{
-		DryRun: isDryRun(dryRun), FieldManager: fieldManager, FieldValidation: fieldValidation,
+		DryRun: len(dryRun) > 0, FieldManager: fieldManager, FieldValidation: fieldValidation,
 		UserAgent: httpx.RequestMetaFrom(ctx).UserAgent,
 	}
 }
 
-func (a *kubeAPI) crdGet(ctx context.Context, req *gatewayv1.GetRequest, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
+// Get serves GET on a CRD or its status.
+func (s *Server) Get(ctx context.Context, req *gatewayv1.GetRequest, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
 	if err := crdScope(req.GetNamespace()); err != nil {
 		return nil, err
 	}
 	if err := crdSubresource(req.GetSubresource(), req.GetName()); err != nil {
 		return nil, err
 	}
-	resp, err := a.registry.Get(ctx, &registryv1.GetRequest{Name: req.GetName()})
+	resp, err := s.registry.Get(ctx, &registryv1.GetRequest{Name: req.GetName()})
 	if err != nil {
 		return nil, err
 	}
 	if out.As == httpx.AsPartialObjectMetadataList {
-		return nil, errNotAcceptableConversion("you requested PartialObjectMetadataList, but the requested object is not a list (*apiextensions.CustomResourceDefinition)")
+		return nil, listing.ErrNotAcceptableConversion("you requested PartialObjectMetadataList, but the requested object is not a list (*apiextensions.CustomResourceDefinition)")
 	}
-	return respondObject(out, rm, resp.GetObject(), defaultPrinter)
+	return listing.RespondObject(out, rm, resp.GetObject(), listing.DefaultPrinter)
 }
 
-func (a *kubeAPI) listCRDs(ctx context.Context, params listParams) (httpx.ListPage, error) {
-	opts, err := parseListOptions(params)
+func (s *Server) list(ctx context.Context, params listing.Params) (httpx.ListPage, error) {
+	opts, err := listing.ParseOptions(params)
 	if err != nil {
 		return httpx.ListPage{}, err
 	}
 	if err := checkCRDFieldSelector(opts.FieldSelector); err != nil {
 		return httpx.ListPage{}, err
 	}
-	lo, minRV, err := storageListOptions(opts, nil)
+	lo, minRV, err := listing.StorageOptions(opts, nil)
 	if err != nil {
 		return httpx.ListPage{}, err
 	}
-	resp, err := a.registry.List(ctx, &registryv1.ListRequest{Options: lo})
+	resp, err := s.registry.List(ctx, &registryv1.ListRequest{Options: lo})
 	if err != nil {
 		return httpx.ListPage{}, err
 	}
 	if resp.GetResourceVersion() < minRV {
-		return httpx.ListPage{}, errTooLargeRV(opts.ResourceVersion, resp.GetResourceVersion(), 1)
+		return httpx.ListPage{}, listing.ErrTooLargeRV(opts.ResourceVersion, resp.GetResourceVersion(), 1)
 	}
 	return httpx.ListPage{
 		Items:           resp.GetObjects(),
@@ -129,18 +170,19 @@ func (a *kubeAPI) listCRDs(ctx context.Context, params listParams) (httpx.ListPa
 	}, nil
 }
 
-func (a *kubeAPI) crdList(ctx context.Context, namespace string, params listParams, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
+// List serves GET on the CRDs (the negotiated form: the typed list, a Table, ...).
+func (s *Server) List(ctx context.Context, namespace string, params listing.Params, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
 	if err := crdScope(namespace); err != nil {
 		return nil, err
 	}
-	page, err := a.listCRDs(ctx, params)
+	page, err := s.list(ctx, params)
 	if err != nil {
-		return continueExpired(ctx, err, params.continueToken, out)
+		return listing.ContinueExpired(ctx, err, params.ContinueToken, out)
 	}
 	if out.As == "" {
-		return out.RenderTypedList(crdAPIVersion, crdListKind, page, func() ([]byte, error) { return renderCRDList(page) })
+		return out.RenderTypedList(APIVersion, ListKind, page, func() ([]byte, error) { return renderCRDList(page) })
 	}
-	return respondList(out, rm, crdAPIVersion, crdListKind, page, defaultPrinter)
+	return listing.RespondList(out, rm, APIVersion, ListKind, page, listing.DefaultPrinter)
 }
 
 // renderCRDList renders a CustomResourceDefinitionList as kube-apiserver
@@ -169,8 +211,8 @@ func renderCRDList(p httpx.ListPage) ([]byte, error) {
 		Metadata   metav1.ListMeta   `json:"metadata"`
 		Items      []json.RawMessage `json:"items"`
 	}{
-		Kind:       crdListKind,
-		APIVersion: crdAPIVersion,
+		Kind:       ListKind,
+		APIVersion: APIVersion,
 		Metadata: metav1.ListMeta{
 			ResourceVersion:    strconv.FormatInt(p.ResourceVersion, 10),
 			Continue:           p.ContinueToken,
@@ -181,33 +223,34 @@ func renderCRDList(p httpx.ListPage) ([]byte, error) {
 	return json.Marshal(list)
 }
 
-func (a *kubeAPI) crdWatch(ctx context.Context, namespace string, params listParams, stream gatewayv1.KubeAPIService_WatchServer, out httpx.OutputFormat, rm httpx.RequestMeta) error {
+// Watch streams a watch of the CRDs (or of one, params.Name) from the registry.
+func (s *Server) Watch(ctx context.Context, namespace string, params listing.Params, stream gatewayv1.KubeAPIService_WatchServer, out httpx.OutputFormat, rm httpx.RequestMeta) error {
 	if err := crdScope(namespace); err != nil {
 		return err
 	}
-	opts, err := parseListOptions(params)
+	opts, err := listing.ParseOptions(params)
 	if err != nil {
 		return err
 	}
 	if err := checkCRDFieldSelector(opts.FieldSelector); err != nil {
 		return err
 	}
-	if err := selectName(opts, params.name); err != nil {
+	if err := listing.SelectName(opts, params.Name); err != nil {
 		return err
 	}
-	rv, err := parseRV(opts.ResourceVersion)
+	rv, err := listing.ParseRV(opts.ResourceVersion)
 	if err != nil {
 		return err
 	}
-	plan := planWatch(opts, rv, a.minRequestTimeout)
-	plan.apiVersion, plan.kind, plan.wire = crdAPIVersion, crdKind, out
-	if plan.transform, err = watchTransform(out, rm, defaultPrinter); err != nil {
+	plan := watch.NewPlan(opts, rv, s.minRequestTimeout)
+	plan.APIVersion, plan.Kind, plan.Wire = APIVersion, Kind, out
+	if plan.Transform, err = listing.EventTransform(out, rm, listing.DefaultPrinter); err != nil {
 		return err
 	}
 	wreq := &registryv1.WatchRequest{
-		ResourceVersion:   plan.resourceVersion,
-		SendInitialEvents: plan.initialEvents,
-		AllowBookmarks:    plan.allowBookmarks,
+		ResourceVersion:   plan.ResourceVersion,
+		SendInitialEvents: plan.InitialEvents,
+		AllowBookmarks:    plan.AllowBookmarks,
 	}
 	if opts.LabelSelector != nil && !opts.LabelSelector.Empty() {
 		wreq.LabelSelector = opts.LabelSelector.String()
@@ -215,20 +258,21 @@ func (a *kubeAPI) crdWatch(ctx context.Context, namespace string, params listPar
 	if opts.FieldSelector != nil && !opts.FieldSelector.Empty() {
 		wreq.FieldSelector = opts.FieldSelector.String()
 	}
-	wctx, cancel := context.WithTimeout(ctx, plan.timeout)
+	wctx, cancel := context.WithTimeout(ctx, plan.Timeout)
 	defer cancel()
-	backend, err := a.registry.Watch(wctx, wreq)
+	backend, err := s.registry.Watch(wctx, wreq)
 	if err != nil {
 		return err
 	}
-	return serveWatch(wctx, stream, plan, func() (backendEvent, error) { return backend.Recv() })
+	return watch.Serve(wctx, stream, plan, func() (watch.Event, error) { return backend.Recv() })
 }
 
-func (a *kubeAPI) crdCreate(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body []byte, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
+// Create serves POST of a CRD.
+func (s *Server) Create(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body []byte, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	if err := crdScope(req.GetNamespace()); err != nil {
 		return nil, err
 	}
-	resp, err := a.registry.Create(ctx, &registryv1.CreateRequest{
+	resp, err := s.registry.Create(ctx, &registryv1.CreateRequest{
 		Object:  body,
 		Options: writeOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation),
 	})
@@ -240,14 +284,15 @@ func (a *kubeAPI) crdCreate(ctx context.Context, req *gatewayv1.CreateRequest, o
 	return out.Render(resp.GetObject())
 }
 
-func (a *kubeAPI) crdUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body []byte, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
+// Update serves PUT of a CRD or its status.
+func (s *Server) Update(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body []byte, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	if err := crdScope(req.GetNamespace()); err != nil {
 		return nil, err
 	}
 	if err := crdSubresource(req.GetSubresource(), req.GetName()); err != nil {
 		return nil, err
 	}
-	resp, err := a.registry.Update(ctx, &registryv1.UpdateRequest{
+	resp, err := s.registry.Update(ctx, &registryv1.UpdateRequest{
 		Name:        req.GetName(),
 		Subresource: req.GetSubresource(),
 		Object:      body,
@@ -260,7 +305,8 @@ func (a *kubeAPI) crdUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, o
 	return out.Render(resp.GetObject())
 }
 
-func (a *kubeAPI) crdPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions, pt string, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
+// Patch serves PATCH of a CRD or its status, server-side apply included.
+func (s *Server) Patch(ctx context.Context, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions, pt string, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	if err := crdScope(req.GetNamespace()); err != nil {
 		return nil, err
 	}
@@ -269,7 +315,7 @@ func (a *kubeAPI) crdPatch(ctx context.Context, req *gatewayv1.PatchRequest, opt
 	}
 	wo := writeOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)
 	wo.Force = opts.Force != nil && *opts.Force
-	resp, err := a.registry.Patch(ctx, &registryv1.PatchRequest{
+	resp, err := s.registry.Patch(ctx, &registryv1.PatchRequest{
 		Name:        req.GetName(),
 		Subresource: req.GetSubresource(),
 		PatchType:   pt,
@@ -287,15 +333,16 @@ func (a *kubeAPI) crdPatch(ctx context.Context, req *gatewayv1.PatchRequest, opt
 	return out.Render(resp.GetObject())
 }
 
-func (a *kubeAPI) crdDelete(ctx context.Context, req *gatewayv1.DeleteRequest, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
+// Delete serves DELETE of a CRD.
+func (s *Server) Delete(ctx context.Context, req *gatewayv1.DeleteRequest, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	if err := crdScope(req.GetNamespace()); err != nil {
 		return nil, err
 	}
-	return a.deleteCRD(ctx, req.GetName(), opts, out)
+	return s.delete(ctx, req.GetName(), opts, out)
 }
 
-func (a *kubeAPI) deleteCRD(ctx context.Context, name string, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
-	dreq := &registryv1.DeleteRequest{Name: name, DryRun: isDryRun(opts.DryRun)}
+func (s *Server) delete(ctx context.Context, name string, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
+	dreq := &registryv1.DeleteRequest{Name: name, DryRun: len(opts.DryRun) > 0}
 	if p := opts.Preconditions; p != nil {
 		if p.UID != nil {
 			dreq.PreconditionUid = string(*p.UID)
@@ -304,26 +351,28 @@ func (a *kubeAPI) deleteCRD(ctx context.Context, name string, opts *metav1.Delet
 			dreq.PreconditionResourceVersion = *p.ResourceVersion
 		}
 	}
-	resp, err := a.registry.Delete(ctx, dreq)
+	resp, err := s.registry.Delete(ctx, dreq)
 	if err != nil {
 		return nil, err
 	}
 	return out.Render(resp.GetObject())
 }
 
-func (a *kubeAPI) crdDeleteCollection(ctx context.Context, namespace string, params listParams, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
+// DeleteCollection deletes the CRDs a list selects, page by page, and answers
+// the list of those deleted.
+func (s *Server) DeleteCollection(ctx context.Context, namespace string, params listing.Params, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	if err := crdScope(namespace); err != nil {
 		return nil, err
 	}
 	var all httpx.ListPage
 	for {
-		page, err := a.listCRDs(ctx, params)
+		page, err := s.list(ctx, params)
 		if err != nil {
 			return nil, err
 		}
 		for _, it := range page.Items {
-			name, _ := itemNameNamespace(it)
-			if _, err := a.deleteCRD(ctx, name, opts, httpx.OutputFormat{}); err != nil {
+			name, _ := listing.ItemNameNamespace(it)
+			if _, err := s.delete(ctx, name, opts, httpx.OutputFormat{}); err != nil {
 				if kstatus.FromError(err).Code == http.StatusNotFound {
 					continue
 				}
@@ -335,7 +384,7 @@ func (a *kubeAPI) crdDeleteCollection(ctx context.Context, namespace string, par
 		if page.ContinueToken == "" {
 			break
 		}
-		params.continueToken = page.ContinueToken
+		params.ContinueToken = page.ContinueToken
 	}
-	return out.RenderTypedList(crdAPIVersion, crdListKind, all, func() ([]byte, error) { return renderCRDList(all) })
+	return out.RenderTypedList(APIVersion, ListKind, all, func() ([]byte, error) { return renderCRDList(all) })
 }
