@@ -135,9 +135,40 @@ func mangleProtobuf(b []byte, how string) ([]byte, error) {
 func protobufToJSON(b []byte) ([]byte, bool) {
 	obj, gvk, err := pbSerializer.Decode(b, nil, nil)
 	if err != nil || gvk == nil {
-		return nil, false
+		return unversionedToJSON(b)
 	}
 	return objectJSON(obj, *gvk)
+}
+
+// unversionedToJSON decodes an enveloped message whose TypeMeta names a
+// kind of the unversioned types without an apiVersion (upstream's root
+// discovery handlers encode APIGroupList so): the JSON has its kind and no
+// apiVersion, as the envelope says.
+func unversionedToJSON(b []byte) ([]byte, bool) {
+	var u runtime.Unknown
+	if len(b) < 4 || string(b[:4]) != "k8s\x00" || u.Unmarshal(b[4:]) != nil || u.APIVersion != "" || u.Kind == "" {
+		return nil, false
+	}
+	obj, err := pbScheme.New(schema.GroupVersionKind{Version: "v1", Kind: u.Kind})
+	if err != nil {
+		return nil, false
+	}
+	m, ok := obj.(interface{ Unmarshal([]byte) error })
+	if !ok || m.Unmarshal(u.Raw) != nil {
+		return nil, false
+	}
+	j, err := json.Marshal(obj)
+	if err != nil {
+		return nil, false
+	}
+	var doc map[string]any
+	if json.Unmarshal(j, &doc) != nil {
+		return nil, false
+	}
+	delete(doc, "apiVersion")
+	doc["kind"] = u.Kind
+	out, err := json.Marshal(doc)
+	return out, err == nil
 }
 
 func objectJSON(obj runtime.Object, gvk schema.GroupVersionKind) ([]byte, bool) {

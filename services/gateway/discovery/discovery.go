@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
 	"google.golang.org/grpc"
@@ -89,6 +90,15 @@ func (s *Server) GetDiscovery(ctx context.Context, req *gatewayv1.GetDiscoveryRe
 			return nil, httpx.ToGRPC(err)
 		}
 		ct = kubewire.ContentTypeProtobuf
+		if out.Transform == kubewire.TransformAPIGroupDiscoveryList {
+			ct += aggregatedParams
+		}
+	}
+	if strings.HasSuffix(ct, aggregatedParams) {
+		// Upstream's aggregated discovery handler answers in either
+		// encoding with Vary: Accept (the same path serves the legacy
+		// APIGroupList).
+		_ = grpc.SetHeader(ctx, metadata.Pairs(httpx.MDVary, "Accept"))
 	}
 	// The registry's ETag; a client that has the document gets a 304.
 	if etag := resp.GetEtag(); etag != "" {
@@ -100,6 +110,10 @@ func (s *Server) GetDiscovery(ctx context.Context, req *gatewayv1.GetDiscoveryRe
 	}
 	return &httpbody.HttpBody{ContentType: ct, Data: body}, nil
 }
+
+// aggregatedParams are the media type parameters of aggregated discovery
+// (apidiscovery.k8s.io/v2 APIGroupDiscoveryList), JSON or protobuf.
+const aggregatedParams = ";g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
 // discoveryTarget is the endpoint kind of /apis (group ""), of
 // /apis/apiextensions.k8s.io[/v1] and of the custom resources' groups.

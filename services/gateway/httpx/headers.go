@@ -43,6 +43,9 @@ const (
 	// the ETag and Cache-Control headers (OpenAPI documents).
 	MDETag         = "etag"
 	MDCacheControl = "cache-control"
+	// MDVary is response header metadata copied to Vary (aggregated
+	// discovery varies by Accept, as upstream's handler says).
+	MDVary = "vary"
 	// MDNoContentType is response header metadata: answer without a
 	// Content-Type header (an empty body that upstream sends bare).
 	MDNoContentType = "x-no-content-type"
@@ -77,6 +80,8 @@ func OutgoingHeader(key string) (string, bool) {
 		return "ETag", true
 	case MDCacheControl:
 		return "Cache-Control", true
+	case MDVary:
+		return "Vary", true
 	}
 	return "", false
 }
