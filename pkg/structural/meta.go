@@ -1,6 +1,7 @@
 package structural
 
 import (
+	"encoding/json"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,8 +59,7 @@ func typeName(v any) string {
 // fields would be dropped) and, for timestamps, already in the canonical
 // RFC 3339 form, the round trip through metav1.ObjectMeta would give m back
 // unchanged; it returns the decoded ObjectMeta and true. Anything else
-// (including managedFields, which are rare enough) returns false and the
-// caller does the real round trip.
+// returns false and the caller does the real round trip.
 func canonicalObjectMeta(m map[string]any) (*metav1.ObjectMeta, bool) {
 	meta := &metav1.ObjectMeta{}
 	for k, v := range m {
@@ -131,6 +131,17 @@ func canonicalObjectMeta(m map[string]any) (*metav1.ObjectMeta, bool) {
 					return nil, false
 				}
 				meta.Finalizers[i] = s
+			}
+		case "managedFields":
+			l, ok := v.([]any)
+			if !ok || len(l) == 0 {
+				return nil, false
+			}
+			meta.ManagedFields = make([]metav1.ManagedFieldsEntry, len(l))
+			for i, e := range l {
+				if !canonicalManagedFieldsEntry(e, &meta.ManagedFields[i]) {
+					return nil, false
+				}
 			}
 		case "ownerReferences":
 			l, ok := v.([]any)
@@ -219,4 +230,72 @@ func canonicalOwnerReference(v any, ref *metav1.OwnerReference) bool {
 	// apiVersion, kind, name and uid are not omitempty: the round trip
 	// writes them even when absent.
 	return required == 4
+}
+
+// canonicalManagedFieldsEntry decodes a managedFields entry that the round
+// trip through metav1.ManagedFieldsEntry would give back unchanged: its
+// string fields non-empty (all are omitempty), its time canonical, its
+// fieldsV1 a tree of objects only (what field sets are; the round trip
+// keeps fieldsV1 as raw JSON, so only values whose JSON decoding is
+// themselves qualify).
+func canonicalManagedFieldsEntry(v any, e *metav1.ManagedFieldsEntry) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	for k, f := range m {
+		switch k {
+		case "manager", "operation", "apiVersion", "fieldsType", "subresource":
+			s, ok := f.(string)
+			if !ok || s == "" {
+				return false
+			}
+			switch k {
+			case "manager":
+				e.Manager = s
+			case "operation":
+				e.Operation = metav1.ManagedFieldsOperationType(s)
+			case "apiVersion":
+				e.APIVersion = s
+			case "fieldsType":
+				e.FieldsType = s
+			case "subresource":
+				e.Subresource = s
+			}
+		case "time":
+			s, ok := f.(string)
+			if !ok {
+				return false
+			}
+			t, ok := canonicalTime(s)
+			if !ok {
+				return false
+			}
+			e.Time = &t
+		case "fieldsV1":
+			fm, ok := f.(map[string]any)
+			if !ok || !objectTree(fm) {
+				return false
+			}
+			raw, err := json.Marshal(fm)
+			if err != nil {
+				return false
+			}
+			e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// objectTree reports whether m holds only objects, at every depth.
+func objectTree(m map[string]any) bool {
+	for _, v := range m {
+		c, ok := v.(map[string]any)
+		if !ok || !objectTree(c) {
+			return false
+		}
+	}
+	return true
 }
