@@ -2,6 +2,7 @@ package structural
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -277,11 +278,7 @@ func canonicalManagedFieldsEntry(v any, e *metav1.ManagedFieldsEntry) bool {
 			if !ok || !objectTree(fm) {
 				return false
 			}
-			raw, err := json.Marshal(fm)
-			if err != nil {
-				return false
-			}
-			e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+			e.FieldsV1 = &metav1.FieldsV1{Raw: appendObjectTree(nil, fm)}
 		default:
 			return false
 		}
@@ -298,4 +295,48 @@ func objectTree(m map[string]any) bool {
 		}
 	}
 	return true
+}
+
+// appendObjectTree appends m, a tree of objects, as encoding/json writes it
+// (keys sorted, HTML-safe escaping).
+func appendObjectTree(dst []byte, m map[string]any) []byte {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	dst = append(dst, '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, k)
+		dst = append(dst, ':')
+		dst = appendObjectTree(dst, m[k].(map[string]any))
+	}
+	return append(dst, '}')
+}
+
+// appendJSONString appends s quoted as encoding/json quotes it; strings
+// beyond printable ASCII go through encoding/json itself.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '<', '>', '&':
+			dst = append(dst, `\u00`...)
+			dst = append(dst, "0123456789abcdef"[c>>4], "0123456789abcdef"[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
 }

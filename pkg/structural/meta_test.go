@@ -54,3 +54,22 @@ func TestCanonicalManagedFields(t *testing.T) {
 		})
 	}
 }
+
+// TestAppendObjectTree checks the fieldsV1 encoder against encoding/json.
+func TestAppendObjectTree(t *testing.T) {
+	tree := map[string]any{
+		"f:spec": map[string]any{
+			`k:{"name":"http","port":80}`: map[string]any{".": map[string]any{}, "f:name": map[string]any{}},
+			`f:a<b>&c\d`:                  map[string]any{},
+			"f:ünï\u2028\x01\x7f":         map[string]any{},
+		},
+		".": map[string]any{},
+	}
+	want, err := json.Marshal(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := appendObjectTree(nil, tree); string(got) != string(want) {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
