@@ -118,9 +118,23 @@ func (a *admission) apply(ctx context.Context, req *validatorv1.AdmitRequest) (*
 		// What the HTTP edge answers a body over MaxRequestBodyBytes.
 		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", objsize.MaxBytes))
 	}
+	// The patch is parsed once when strict decoding accepts it (into a
+	// map, strict decoding differs only in refusing duplicate keys, so its
+	// result is the lenient one); the strict error is answered after the
+	// merge, as upstream checks it after applying.
 	patchObj := map[string]any{}
-	if err := yaml.Unmarshal(req.GetApplyPatch(), &patchObj); err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
+	var strictErr error
+	strict := false
+	switch req.GetFieldValidation() {
+	case metav1.FieldValidationStrict, metav1.FieldValidationWarn, "":
+		strict = true
+		strictErr = yaml.UnmarshalStrict(req.GetApplyPatch(), &patchObj)
+	}
+	if !strict || strictErr != nil {
+		patchObj = map[string]any{}
+		if err := yaml.Unmarshal(req.GetApplyPatch(), &patchObj); err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
+		}
 	}
 	merged, err := a.merge(patchObj, req.GetFieldManager(), req.GetForce())
 	if err != nil {
@@ -135,14 +149,11 @@ func (a *admission) apply(ctx context.Context, req *validatorv1.AdmitRequest) (*
 		}}
 	}
 	var warnings []string
-	switch req.GetFieldValidation() {
-	case metav1.FieldValidationStrict, metav1.FieldValidationWarn, "":
-		if err := yaml.UnmarshalStrict(req.GetApplyPatch(), &map[string]any{}); err != nil {
-			if req.GetFieldValidation() == metav1.FieldValidationStrict {
-				return nil, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding YAML: %v", err))
-			}
-			warnings = yamlWarnings(err.Error())
+	if strictErr != nil {
+		if req.GetFieldValidation() == metav1.FieldValidationStrict {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding YAML: %v", strictErr))
 		}
+		warnings = yamlWarnings(strictErr.Error())
 	}
 	obj := merged
 	if err := objmeta.CheckNameAndNamespace(obj, req.GetNamespace(), req.GetName(), a.cv.namespaced); err != nil {
