@@ -21,7 +21,7 @@ func ObjectMetaOf(obj map[string]any) (*metav1.ObjectMeta, error) {
 	if !ok {
 		return nil, &metaTypeError{raw: raw}
 	}
-	if meta, ok := canonicalObjectMeta(m); ok {
+	if meta, ok := canonicalObjectMeta(m, true); ok {
 		return meta, nil
 	}
 	meta := &metav1.ObjectMeta{}
@@ -60,8 +60,10 @@ func typeName(v any) string {
 // fields would be dropped) and, for timestamps, already in the canonical
 // RFC 3339 form, the round trip through metav1.ObjectMeta would give m back
 // unchanged; it returns the decoded ObjectMeta and true. Anything else
-// returns false and the caller does the real round trip.
-func canonicalObjectMeta(m map[string]any) (*metav1.ObjectMeta, bool) {
+// returns false and the caller does the real round trip. withFieldsV1
+// fills the managedFields entries' FieldsV1 (their JSON), which callers
+// that only validate the metadata or check it is canonical do not need.
+func canonicalObjectMeta(m map[string]any, withFieldsV1 bool) (*metav1.ObjectMeta, bool) {
 	meta := &metav1.ObjectMeta{}
 	for k, v := range m {
 		switch k {
@@ -140,7 +142,7 @@ func canonicalObjectMeta(m map[string]any) (*metav1.ObjectMeta, bool) {
 			}
 			meta.ManagedFields = make([]metav1.ManagedFieldsEntry, len(l))
 			for i, e := range l {
-				if !canonicalManagedFieldsEntry(e, &meta.ManagedFields[i]) {
+				if !canonicalManagedFieldsEntry(e, &meta.ManagedFields[i], withFieldsV1) {
 					return nil, false
 				}
 			}
@@ -238,8 +240,9 @@ func canonicalOwnerReference(v any, ref *metav1.OwnerReference) bool {
 // string fields non-empty (all are omitempty), its time canonical, its
 // fieldsV1 a tree of objects only (what field sets are; the round trip
 // keeps fieldsV1 as raw JSON, so only values whose JSON decoding is
-// themselves qualify).
-func canonicalManagedFieldsEntry(v any, e *metav1.ManagedFieldsEntry) bool {
+// themselves qualify). Without withFieldsV1 the entry's FieldsV1 is left
+// empty (its Raw is what only a write-back would need).
+func canonicalManagedFieldsEntry(v any, e *metav1.ManagedFieldsEntry, withFieldsV1 bool) bool {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return false
@@ -278,7 +281,11 @@ func canonicalManagedFieldsEntry(v any, e *metav1.ManagedFieldsEntry) bool {
 			if !ok || !objectTree(fm) {
 				return false
 			}
-			e.FieldsV1 = &metav1.FieldsV1{Raw: appendObjectTree(nil, fm)}
+			if withFieldsV1 {
+				e.FieldsV1 = &metav1.FieldsV1{Raw: appendObjectTree(nil, fm)}
+			} else {
+				e.FieldsV1 = &metav1.FieldsV1{}
+			}
 		default:
 			return false
 		}

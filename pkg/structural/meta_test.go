@@ -30,7 +30,7 @@ func TestCanonicalManagedFields(t *testing.T) {
 			if err := json.Unmarshal([]byte(tt.metadata), &m); err != nil {
 				t.Fatal(err)
 			}
-			fast, ok := canonicalObjectMeta(m)
+			fast, ok := canonicalObjectMeta(m, true)
 			if ok != tt.canonical {
 				t.Fatalf("canonical = %v, want %v", ok, tt.canonical)
 			}
