@@ -46,6 +46,16 @@ func (a *admission) live() runtime.Object {
 	return u
 }
 
+// liveShared is live without the copy, for the field manager's Update,
+// which only reads the live object (its typed conversion and compare, its
+// entries): the copy is needed only by Apply, which builds on it.
+func (a *admission) liveShared() runtime.Object {
+	if a.old != nil {
+		return &unstructured.Unstructured{Object: a.old}
+	}
+	return a.live()
+}
+
 // updateManagedFields records a create's, update's or patch's "Update"
 // of manager in obj's metadata.managedFields (obj as decoded: pruned and
 // defaulted, as upstream's handlers hand it to the field manager). As
@@ -68,7 +78,7 @@ func (a *admission) updateManagedFields(obj map[string]any, manager string) (map
 	if err != nil {
 		return nil, err
 	}
-	out := updateNoErrors(fm, a.live(), &unstructured.Unstructured{Object: obj}, manager)
+	out := updateNoErrors(fm, a.liveShared(), &unstructured.Unstructured{Object: obj}, manager)
 	u, ok := out.(*unstructured.Unstructured)
 	if !ok {
 		return nil, fmt.Errorf("field manager returned %T", out)
