@@ -282,7 +282,7 @@ func canonicalManagedFieldsEntry(v any, e *metav1.ManagedFieldsEntry, withFields
 				return false
 			}
 			if withFieldsV1 {
-				e.FieldsV1 = &metav1.FieldsV1{Raw: appendObjectTree(nil, fm)}
+				e.FieldsV1 = metav1.NewFieldsV1(string(appendObjectTree(nil, fm)))
 			} else {
 				e.FieldsV1 = &metav1.FieldsV1{}
 			}
