@@ -50,6 +50,14 @@ func servers(b *testing.B) []*Target {
 		}
 		setupErr = SeedCRDs(ctx, targets, seededCRDs)
 		fmt.Fprintf(os.Stderr, "servers started and %d CRDs created on each in %s\n", seededCRDs, time.Since(began).Round(time.Second))
+		for _, t := range targets {
+			if setupErr != nil {
+				return
+			}
+			var waited time.Duration
+			waited, setupErr = t.Settle(ctx, 0.05, time.Second, 3*time.Minute)
+			fmt.Fprintf(os.Stderr, "%s idle after %s\n", t.Name, waited.Round(time.Second))
+		}
 	})
 	if setupErr != nil {
 		b.Fatal(setupErr)

@@ -290,3 +290,32 @@ func SeedCRDs(ctx context.Context, targets []*Target, n int) error {
 	}
 	return nil
 }
+
+// Settle waits until t's process is idle: under idle of one core (0.05 is
+// 5 %) over a window, or until max has passed. Seeding a thousand CRDs
+// leaves a server busy after its answers (crdplane's registry establishing
+// them and rebuilding discovery, upstream's controllers and OpenAPI): a
+// benchmark started before would count that work in its CPU per op. It
+// returns how long it waited.
+func (t *Target) Settle(ctx context.Context, idle float64, window, maxWait time.Duration) (time.Duration, error) {
+	began := time.Now()
+	for time.Since(began) < maxWait {
+		c0, err := t.CPU()
+		if err != nil {
+			return 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(window):
+		}
+		c1, err := t.CPU()
+		if err != nil {
+			return 0, err
+		}
+		if float64(c1-c0) < idle*float64(window) {
+			return time.Since(began), nil
+		}
+	}
+	return time.Since(began), nil
+}

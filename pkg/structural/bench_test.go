@@ -66,3 +66,24 @@ func BenchmarkUpstreamPipeline(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNormalizeManagedFields is Normalize of an object read back
+// with two managedFields entries (the read path of a LIST), metadata only.
+func BenchmarkNormalizeManagedFields(b *testing.B) {
+	raw := []byte(`{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"c","namespace":"default",
+"uid":"9423255b-4600-11e7-af6a-28d2447dc82b","resourceVersion":"12","creationTimestamp":"2017-05-31T12:56:35Z","generation":2,
+"managedFields":[{"manager":"bench","operation":"Apply","apiVersion":"stable.example.com/v1","time":"2017-05-31T12:56:35Z","fieldsType":"FieldsV1",
+"fieldsV1":{"f:metadata":{"f:labels":{"f:app":{}}},"f:spec":{"f:cronSpec":{},"f:image":{},"f:ports":{"k:{\"name\":\"http\"}":{".":{},"f:name":{},"f:port":{}}}}}},
+{"manager":"editor","operation":"Update","apiVersion":"stable.example.com/v1","time":"2017-05-31T12:57:35Z","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:replicas":{}}}}]},
+"spec":{"cronSpec":"* * * * */5","image":"my-awesome-cron-image","replicas":5}}`)
+	var obj map[string]any
+	if err := utiljson.Unmarshal(raw, &obj); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Normalize(obj, nil, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

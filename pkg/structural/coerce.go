@@ -211,14 +211,16 @@ func (s *Schema) hasEmbedded() bool { return s != nil && s.embeddedBelow }
 // whole does not decode.
 //
 // canonical reports that obj["metadata"] is already what the round trip
-// would write back (a fast path that skips the JSON round trip).
+// would write back (a fast path that skips the JSON round trip; meta's
+// managedFields entries then have an empty FieldsV1: its callers validate
+// meta or write it back only when not canonical).
 func getObjectMeta(obj map[string]any, dropInvalid bool, parent string) (meta *metav1.ObjectMeta, found, canonical bool, unknown []string, err error) {
 	metadata, found := obj["metadata"]
 	if !found {
 		return nil, false, false, nil, nil
 	}
 	if m, ok := metadata.(map[string]any); ok {
-		if meta, ok := canonicalObjectMeta(m); ok {
+		if meta, ok := canonicalObjectMeta(m, false); ok {
 			return meta, true, true, nil, nil
 		}
 	}

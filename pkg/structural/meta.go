@@ -1,6 +1,8 @@
 package structural
 
 import (
+	"encoding/json"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +21,7 @@ func ObjectMetaOf(obj map[string]any) (*metav1.ObjectMeta, error) {
 	if !ok {
 		return nil, &metaTypeError{raw: raw}
 	}
-	if meta, ok := canonicalObjectMeta(m); ok {
+	if meta, ok := canonicalObjectMeta(m, true); ok {
 		return meta, nil
 	}
 	meta := &metav1.ObjectMeta{}
@@ -58,9 +60,10 @@ func typeName(v any) string {
 // fields would be dropped) and, for timestamps, already in the canonical
 // RFC 3339 form, the round trip through metav1.ObjectMeta would give m back
 // unchanged; it returns the decoded ObjectMeta and true. Anything else
-// (including managedFields, which are rare enough) returns false and the
-// caller does the real round trip.
-func canonicalObjectMeta(m map[string]any) (*metav1.ObjectMeta, bool) {
+// returns false and the caller does the real round trip. withFieldsV1
+// fills the managedFields entries' FieldsV1 (their JSON), which callers
+// that only validate the metadata or check it is canonical do not need.
+func canonicalObjectMeta(m map[string]any, withFieldsV1 bool) (*metav1.ObjectMeta, bool) {
 	meta := &metav1.ObjectMeta{}
 	for k, v := range m {
 		switch k {
@@ -131,6 +134,17 @@ func canonicalObjectMeta(m map[string]any) (*metav1.ObjectMeta, bool) {
 					return nil, false
 				}
 				meta.Finalizers[i] = s
+			}
+		case "managedFields":
+			l, ok := v.([]any)
+			if !ok || len(l) == 0 {
+				return nil, false
+			}
+			meta.ManagedFields = make([]metav1.ManagedFieldsEntry, len(l))
+			for i, e := range l {
+				if !canonicalManagedFieldsEntry(e, &meta.ManagedFields[i], withFieldsV1) {
+					return nil, false
+				}
 			}
 		case "ownerReferences":
 			l, ok := v.([]any)
@@ -219,4 +233,117 @@ func canonicalOwnerReference(v any, ref *metav1.OwnerReference) bool {
 	// apiVersion, kind, name and uid are not omitempty: the round trip
 	// writes them even when absent.
 	return required == 4
+}
+
+// canonicalManagedFieldsEntry decodes a managedFields entry that the round
+// trip through metav1.ManagedFieldsEntry would give back unchanged: its
+// string fields non-empty (all are omitempty), its time canonical, its
+// fieldsV1 a tree of objects only (what field sets are; the round trip
+// keeps fieldsV1 as raw JSON, so only values whose JSON decoding is
+// themselves qualify). Without withFieldsV1 the entry's FieldsV1 is left
+// empty (its Raw is what only a write-back would need).
+func canonicalManagedFieldsEntry(v any, e *metav1.ManagedFieldsEntry, withFieldsV1 bool) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	for k, f := range m {
+		switch k {
+		case "manager", "operation", "apiVersion", "fieldsType", "subresource":
+			s, ok := f.(string)
+			if !ok || s == "" {
+				return false
+			}
+			switch k {
+			case "manager":
+				e.Manager = s
+			case "operation":
+				e.Operation = metav1.ManagedFieldsOperationType(s)
+			case "apiVersion":
+				e.APIVersion = s
+			case "fieldsType":
+				e.FieldsType = s
+			case "subresource":
+				e.Subresource = s
+			}
+		case "time":
+			s, ok := f.(string)
+			if !ok {
+				return false
+			}
+			t, ok := canonicalTime(s)
+			if !ok {
+				return false
+			}
+			e.Time = &t
+		case "fieldsV1":
+			fm, ok := f.(map[string]any)
+			if !ok || !objectTree(fm) {
+				return false
+			}
+			if withFieldsV1 {
+				e.FieldsV1 = metav1.NewFieldsV1(string(appendObjectTree(nil, fm)))
+			} else {
+				e.FieldsV1 = &metav1.FieldsV1{}
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// objectTree reports whether m holds only objects, at every depth.
+func objectTree(m map[string]any) bool {
+	for _, v := range m {
+		c, ok := v.(map[string]any)
+		if !ok || !objectTree(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// appendObjectTree appends m, a tree of objects, as encoding/json writes it
+// (keys sorted, HTML-safe escaping).
+func appendObjectTree(dst []byte, m map[string]any) []byte {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	dst = append(dst, '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, k)
+		dst = append(dst, ':')
+		dst = appendObjectTree(dst, m[k].(map[string]any))
+	}
+	return append(dst, '}')
+}
+
+// appendJSONString appends s quoted as encoding/json quotes it; strings
+// beyond printable ASCII go through encoding/json itself.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '<', '>', '&':
+			dst = append(dst, `\u00`...)
+			dst = append(dst, "0123456789abcdef"[c>>4], "0123456789abcdef"[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
 }

@@ -46,6 +46,16 @@ func (a *admission) live() runtime.Object {
 	return u
 }
 
+// liveShared is live without the copy, for the field manager's Update,
+// which only reads the live object (its typed conversion and compare, its
+// entries): the copy is needed only by Apply, which builds on it.
+func (a *admission) liveShared() runtime.Object {
+	if a.old != nil {
+		return &unstructured.Unstructured{Object: a.old}
+	}
+	return a.live()
+}
+
 // updateManagedFields records a create's, update's or patch's "Update"
 // of manager in obj's metadata.managedFields (obj as decoded: pruned and
 // defaulted, as upstream's handlers hand it to the field manager). As
@@ -68,7 +78,7 @@ func (a *admission) updateManagedFields(obj map[string]any, manager string) (map
 	if err != nil {
 		return nil, err
 	}
-	out := updateNoErrors(fm, a.live(), &unstructured.Unstructured{Object: obj}, manager)
+	out := updateNoErrors(fm, a.liveShared(), &unstructured.Unstructured{Object: obj}, manager)
 	u, ok := out.(*unstructured.Unstructured)
 	if !ok {
 		return nil, fmt.Errorf("field manager returned %T", out)
@@ -118,9 +128,23 @@ func (a *admission) apply(ctx context.Context, req *validatorv1.AdmitRequest) (*
 		// What the HTTP edge answers a body over MaxRequestBodyBytes.
 		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", objsize.MaxBytes))
 	}
+	// The patch is parsed once when strict decoding accepts it (into a
+	// map, strict decoding differs only in refusing duplicate keys, so its
+	// result is the lenient one); the strict error is answered after the
+	// merge, as upstream checks it after applying.
 	patchObj := map[string]any{}
-	if err := yaml.Unmarshal(req.GetApplyPatch(), &patchObj); err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
+	var strictErr error
+	strict := false
+	switch req.GetFieldValidation() {
+	case metav1.FieldValidationStrict, metav1.FieldValidationWarn, "":
+		strict = true
+		strictErr = yaml.UnmarshalStrict(req.GetApplyPatch(), &patchObj)
+	}
+	if !strict || strictErr != nil {
+		patchObj = map[string]any{}
+		if err := yaml.Unmarshal(req.GetApplyPatch(), &patchObj); err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
+		}
 	}
 	merged, err := a.merge(patchObj, req.GetFieldManager(), req.GetForce())
 	if err != nil {
@@ -135,14 +159,11 @@ func (a *admission) apply(ctx context.Context, req *validatorv1.AdmitRequest) (*
 		}}
 	}
 	var warnings []string
-	switch req.GetFieldValidation() {
-	case metav1.FieldValidationStrict, metav1.FieldValidationWarn, "":
-		if err := yaml.UnmarshalStrict(req.GetApplyPatch(), &map[string]any{}); err != nil {
-			if req.GetFieldValidation() == metav1.FieldValidationStrict {
-				return nil, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding YAML: %v", err))
-			}
-			warnings = yamlWarnings(err.Error())
+	if strictErr != nil {
+		if req.GetFieldValidation() == metav1.FieldValidationStrict {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding YAML: %v", strictErr))
 		}
+		warnings = yamlWarnings(strictErr.Error())
 	}
 	obj := merged
 	if err := objmeta.CheckNameAndNamespace(obj, req.GetNamespace(), req.GetName(), a.cv.namespaced); err != nil {
