@@ -211,7 +211,7 @@ func compilePair(rp *field.Path, r Rule, fromS, toS *schema.Structural) (*pair, 
 			continue
 		}
 		if est.Max > StaticEstimatedCostLimit {
-			errs = append(errs, field.Forbidden(ep, costErrorMessage("estimated rule cost", est.Max, StaticEstimatedCostLimit)))
+			errs = append(errs, field.Forbidden(ep, CostErrorMessage("estimated rule cost", est.Max, StaticEstimatedCostLimit)))
 			continue
 		}
 		prog, err := env.Program(ast,
@@ -315,9 +315,10 @@ func selfReads(e celast.Expr) [][]string {
 	return out
 }
 
-// costErrorMessage is upstream's wording for an expression whose
-// estimated cost exceeds its limit.
-func costErrorMessage(costName string, cost, limit uint64) string {
+// CostErrorMessage is upstream's wording for an expression whose
+// estimated cost exceeds its limit (costName: "estimated rule cost", ...);
+// the validator's x-kubernetes-validations checks use it too.
+func CostErrorMessage(costName string, cost, limit uint64) string {
 	f := float64(cost) / float64(limit)
 	var factor string
 	switch {

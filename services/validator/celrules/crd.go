@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/common"
+
+	"github.com/crdplane/crdplane/pkg/celconv"
 )
 
 const (
@@ -57,7 +59,7 @@ func CheckRules(fldPath *field.Path, props *apiextensionsv1.JSONSchemaProps, o C
 		for _, e := range t.mostExpensive {
 			errs = append(errs, field.Forbidden(e.path, "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"))
 		}
-		errs = append(errs, field.Forbidden(fldPath, costErrorMessage("x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema", t.total, StaticEstimatedCRDCostLimit)))
+		errs = append(errs, field.Forbidden(fldPath, celconv.CostErrorMessage("x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema", t.total, StaticEstimatedCRDCostLimit)))
 	}
 	return errs
 }
@@ -127,7 +129,7 @@ func (c *ruleChecker) rules(pth *field.Path, p *apiextensionsv1.JSONSchemaProps,
 		rpath := vpath.Index(i).Child("rule")
 		cost := ctx.expressionCost(r.MaxCost, r.MaxCardinality)
 		if !c.opts.SuppressPerExpressionCost && cost > StaticEstimatedCostLimit {
-			c.errs = append(c.errs, field.Forbidden(rpath, costErrorMessage("estimated rule cost", cost, StaticEstimatedCostLimit)))
+			c.errs = append(c.errs, field.Forbidden(rpath, celconv.CostErrorMessage("estimated rule cost", cost, StaticEstimatedCostLimit)))
 		}
 		ctx.total.observe(rpath, cost)
 		if r.Error != nil {
@@ -144,7 +146,7 @@ func (c *ruleChecker) rules(pth *field.Path, p *apiextensionsv1.JSONSchemaProps,
 			// As upstream, the messageExpression's cost is not multiplied
 			// by the node's cardinality.
 			if !c.opts.SuppressPerExpressionCost && r.MessageMaxCost > StaticEstimatedCostLimit {
-				c.errs = append(c.errs, field.Forbidden(mpath, costErrorMessage("estimated messageExpression cost", r.MessageMaxCost, StaticEstimatedCostLimit)))
+				c.errs = append(c.errs, field.Forbidden(mpath, celconv.CostErrorMessage("estimated messageExpression cost", r.MessageMaxCost, StaticEstimatedCostLimit)))
 			}
 			ctx.total.observe(mpath, r.MessageMaxCost)
 		}
@@ -177,22 +179,6 @@ func internalRule(r apiextensionsv1.ValidationRule) apiextensionsinternal.Valida
 		out.Rule, out.Message = r.Rule, r.Message
 	}
 	return out
-}
-
-// costErrorMessage is upstream's wording of an estimated cost over its
-// limit.
-func costErrorMessage(costName string, cost, limit uint64) string {
-	factor := float64(cost) / float64(limit)
-	var f string
-	switch {
-	case factor > 100.0:
-		f = "more than 100x"
-	case factor < 1.5:
-		f = fmt.Sprintf("%fx", factor)
-	default:
-		f = fmt.Sprintf("%.1fx", factor)
-	}
-	return fmt.Sprintf("%s exceeds budget by factor of %s (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)", costName, f)
 }
 
 // checkContext is upstream's CELSchemaContext: the CEL type of a node
