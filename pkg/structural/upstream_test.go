@@ -6,8 +6,6 @@ package structural
 
 import (
 	"context"
-	"regexp"
-	"strings"
 	"testing"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -21,7 +19,8 @@ import (
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/cel/common"
-	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	"github.com/crdplane/crdplane/pkg/upstreamv133"
 )
 
 type upstream struct {
@@ -45,53 +44,18 @@ func newUpstream(t testing.TB, v1props *apiextensionsv1.JSONSchemaProps) *upstre
 	if err := structuraldefaulting.PruneDefaults(s); err != nil {
 		t.Fatalf("prune defaults: %v", err)
 	}
-	v, err := newV133SchemaValidator(internal)
+	v, err := upstreamv133.NewSchemaValidator(internal)
 	if err != nil {
 		t.Fatalf("validator: %v", err)
 	}
 	u := &upstream{props: internal, structural: s, validator: v}
 	if st, ok := internal.Properties["status"]; ok {
-		if u.statusValidator, err = newV133SchemaValidator(&st); err != nil {
+		if u.statusValidator, err = upstreamv133.NewSchemaValidator(&st); err != nil {
 			t.Fatalf("status validator: %v", err)
 		}
 	}
 	return u
 }
-
-// v133Formats are the formats v1.33 keeps in a CRD schema
-// (apiextensions-apiserver v0.33's supportedVersionedFormats, dashes
-// removed): its StripUnsupportedFormatsPostProcessorForVersion drops any
-// other, whatever the node's type (int32, int64, float and double
-// included). The v0.37 library keeps numeric formats on numeric types and
-// k8s-short-name and k8s-long-name.
-var v133Formats = map[string]bool{}
-
-func init() {
-	for _, f := range []string{"bsonobjectid", "uri", "email", "hostname", "ipv4", "ipv6", "cidr", "mac",
-		"uuid", "uuid3", "uuid4", "uuid5", "isbn", "isbn10", "isbn13", "creditcard", "ssn", "hexcolor",
-		"rgbcolor", "byte", "password", "date", "duration", "datetime"} {
-		v133Formats[f] = true
-	}
-}
-
-// newV133SchemaValidator is apiservervalidation.NewSchemaValidator with
-// v1.33's format post-processing.
-func newV133SchemaValidator(props *apiextensions.JSONSchemaProps) (apiservervalidation.SchemaValidator, error) {
-	openapi := &spec.Schema{}
-	err := apiservervalidation.ConvertJSONSchemaPropsWithPostProcess(props, openapi, func(s *spec.Schema) error {
-		if !v133Formats[strings.ReplaceAll(s.Format, "-", "")] {
-			s.Format = ""
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return apiservervalidation.NewSchemaValidatorFromOpenAPI(openapi), nil
-}
-
-// rangeErr matches the errors of kube-openapi's IsValueValidAgainstRange.
-var rangeErr = regexp.MustCompile(`^(Checked|MultipleOf|Maximum boundary|Minimum boundary) value must be of type `)
 
 // asV133 words errs as v1.33 where the v0.37 library differs:
 //
@@ -108,7 +72,7 @@ var rangeErr = regexp.MustCompile(`^(Checked|MultipleOf|Maximum boundary|Minimum
 func asV133(errs field.ErrorList) field.ErrorList {
 	out := errs[:0:0]
 	for _, e := range errs {
-		if e.Field == "<nil>" && rangeErr.MatchString(e.Detail) {
+		if upstreamv133.IsRangeError(e) {
 			continue
 		}
 		switch e.Detail {

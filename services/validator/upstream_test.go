@@ -26,9 +26,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/warning"
-	openapispec "k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/crdplane/crdplane/pkg/fielderr"
+	"github.com/crdplane/crdplane/pkg/upstreamv133"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
 )
@@ -88,7 +88,7 @@ func newUpstreamCRD(t testing.TB, crd *CRD, version string) *upstreamCRD {
 	if err := structuraldefaulting.PruneDefaults(s); err != nil {
 		t.Fatal(err)
 	}
-	validator, err := newV133SchemaValidator(internal.OpenAPIV3Schema)
+	validator, err := upstreamv133.NewSchemaValidator(internal.OpenAPIV3Schema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func newUpstreamCRD(t testing.TB, crd *CRD, version string) *upstreamCRD {
 		if sub.Status != nil {
 			statusSpec = &apiextensions.CustomResourceSubresourceStatus{}
 			if st, ok := internal.OpenAPIV3Schema.Properties["status"]; ok {
-				if statusValidator, err = newV133SchemaValidator(&st); err != nil {
+				if statusValidator, err = upstreamv133.NewSchemaValidator(&st); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -151,40 +151,7 @@ func embeddedV133(errs field.ErrorList, obj *unstructured.Unstructured, s *struc
 	return errs
 }
 
-// v133Formats are the formats v1.33 keeps in a CRD schema
-// (apiextensions-apiserver v0.33's supportedVersionedFormats, dashes
-// removed): its StripUnsupportedFormatsPostProcessorForVersion drops any
-// other, whatever the node's type (int32, int64, float and double
-// included).
-var v133Formats = map[string]bool{}
-
-func init() {
-	for _, f := range []string{"bsonobjectid", "uri", "email", "hostname", "ipv4", "ipv6", "cidr", "mac",
-		"uuid", "uuid3", "uuid4", "uuid5", "isbn", "isbn10", "isbn13", "creditcard", "ssn", "hexcolor",
-		"rgbcolor", "byte", "password", "date", "duration", "datetime"} {
-		v133Formats[f] = true
-	}
-}
-
-// newV133SchemaValidator is apiservervalidation.NewSchemaValidator with
-// v1.33's format post-processing.
-func newV133SchemaValidator(props *apiextensions.JSONSchemaProps) (apiservervalidation.SchemaValidator, error) {
-	openapi := &openapispec.Schema{}
-	err := apiservervalidation.ConvertJSONSchemaPropsWithPostProcess(props, openapi, func(s *openapispec.Schema) error {
-		if !v133Formats[strings.ReplaceAll(s.Format, "-", "")] {
-			s.Format = ""
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return apiservervalidation.NewSchemaValidatorFromOpenAPI(openapi), nil
-}
-
 var (
-	// rangeErr matches the errors of kube-openapi's IsValueValidAgainstRange.
-	rangeErr = regexp.MustCompile(`^(Checked|MultipleOf|Maximum boundary|Minimum boundary) value must be of type `)
 	// maxLenBytes is v0.37's MaxLenError (v0.33: "characters").
 	maxLenBytes = regexp.MustCompile(`must be no more than ([0-9]+) bytes`)
 )
@@ -198,7 +165,7 @@ var (
 func metaAsV133(errs field.ErrorList) field.ErrorList {
 	out := errs[:0:0]
 	for _, e := range errs {
-		if e.Field == "<nil>" && rangeErr.MatchString(e.Detail) {
+		if upstreamv133.IsRangeError(e) {
 			continue
 		}
 		e.Detail = strings.ReplaceAll(e.Detail, "a valid label key must consist of", "a qualified name must consist of")
