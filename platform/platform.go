@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,6 +74,13 @@ type Config struct {
 	// Auth configures the gateway's authentication (besides Token) and
 	// authorization (default AlwaysAllow).
 	Auth gateway.Auth
+	// OpsAddr, when set, serves the process's operations endpoints over
+	// plain HTTP (/metrics of every service in the process, /healthz,
+	// /livez, /readyz following the gateway's readiness), for Prometheus
+	// and profiling. Keep it on loopback: it has no authentication.
+	OpsAddr string
+	// Profiling adds Go's profiles at /debug/pprof/ to OpsAddr.
+	Profiling bool
 }
 
 // Platform is a running in-process crdplane.
@@ -83,6 +91,9 @@ type Platform struct {
 	CAPEM []byte
 	// Token is the bearer token the gateway accepts.
 	Token string
+	// OpsURL is where the operations endpoints are served (Config.OpsAddr;
+	// "" without).
+	OpsURL string
 
 	storage *storage.Service
 	cancel  context.CancelFunc
@@ -194,6 +205,11 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 		return nil, err
 	}
 	p.URL = "https://" + gw.Addr()
+	if cfg.OpsAddr != "" {
+		if err := p.serveOps(cfg.OpsAddr, app.OpsHandler(app.NewHealth(gw.Ready), cfg.Profiling)); err != nil {
+			return nil, err
+		}
+	}
 
 	if cfg.KubeconfigPath != "" {
 		if err := p.WriteKubeconfig(cfg.KubeconfigPath); err != nil {
@@ -211,6 +227,19 @@ func (p *Platform) serve(ctx context.Context, name, addr string, register func(g
 			p.errs <- fmt.Errorf("%s: %w", name, err)
 		}
 	}()
+}
+
+// serveOps serves h on addr until Close; OpsURL tells where.
+func (p *Platform) serveOps(addr string, h http.Handler) error {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("ops listen %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	p.OpsURL = "http://" + lis.Addr().String()
+	go func() { _ = srv.Serve(lis) }() // ends with Close
+	p.closers = append(p.closers, srv.Close)
+	return nil
 }
 
 func waitReady(ctx context.Context, gw *gateway.Service) error {

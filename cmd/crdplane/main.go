@@ -88,6 +88,8 @@ func run(args []string) error {
 	credentials := fs.String("credentials-dir", "", "where the CA, serving certificate and generated token are kept across restarts (default: <data-dir>/pki)")
 	rotate := fs.Bool("rotate-credentials", false, "replace the kept CA, serving certificate and token (clients need the new kubeconfig)")
 	hosts := fs.String("hosts", "", "extra comma-separated DNS names/IPs for the serving certificate")
+	ops := fs.String("ops-listen", "", "plain-HTTP address for /metrics, /healthz, /livez and /readyz (empty: off; no authentication: keep it on loopback)")
+	profiling := fs.Bool("profiling", false, "serve Go's profiles at /debug/pprof/ on --ops-listen")
 	logFormat := fs.String("log-format", "text", "log format: json or text")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	var conversion webhook.Config
@@ -128,12 +130,17 @@ func run(args []string) error {
 		Conversion:        conversion,
 		Limits:            limits,
 		Auth:              auth,
+		OpsAddr:           *ops,
+		Profiling:         *profiling,
 	})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = p.Close() }() // run's answer is how it ended, not how it closed
 	fmt.Printf("crdplane is serving the Kubernetes API at %s\n", p.URL)
+	if p.OpsURL != "" {
+		fmt.Printf("metrics and health at %s\n", p.OpsURL)
+	}
 	fmt.Printf("authorization mode: %s\n", strings.Join(auth.AuthorizationModes, ","))
 	fmt.Printf("kubeconfig written to %s; try:\n  kubectl --kubeconfig %s api-resources\n", *kubeconfig, *kubeconfig)
 

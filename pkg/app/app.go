@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,8 @@ type Config struct {
 	GRPCAddr string
 	// HTTPAddr, when set, serves /healthz, /readyz, /livez and /metrics.
 	HTTPAddr string
+	// Profiling adds Go's profiles at /debug/pprof/ to HTTPAddr.
+	Profiling bool
 	// Register adds the service's implementations to the gRPC server (and,
 	// for an inproc:// address, to the direct in-process table).
 	Register func(grpc.ServiceRegistrar)
@@ -85,10 +88,22 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // OpsHandler serves a process's operations endpoints: h's /healthz, /livez
-// and /readyz, and the Prometheus metrics of pkg/metrics at /metrics.
-func OpsHandler(h *Health) http.Handler {
+// and /readyz, the Prometheus metrics of pkg/metrics at /metrics and, with
+// profiling, Go's profiles at /debug/pprof/ (net/http/pprof: the index,
+// cmdline, profile, symbol, trace and every named profile, heap and
+// goroutine among them). The listener has no authentication, which is why
+// profiling is off unless asked for (kube-apiserver's --profiling is on by
+// default, behind its authorizer).
+func OpsHandler(h *Health, profiling bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.Handler())
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/", h)
 	return mux
 }
@@ -131,7 +146,7 @@ func Run(ctx context.Context, cfg Config) error {
 			_ = lis.Close() // the listen error is the one to report
 			return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 		}
-		httpSrv = &http.Server{Handler: OpsHandler(h), ReadHeaderTimeout: 10 * time.Second}
+		httpSrv = &http.Server{Handler: OpsHandler(h, cfg.Profiling), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = httpSrv.Serve(hl) }()
 		log.Info("health and metrics endpoints", "addr", hl.Addr().String())
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -237,5 +238,19 @@ func TestRunInProcessHealth(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestOpsHandlerProfiling(t *testing.T) {
+	for _, profiling := range []bool{false, true} {
+		rec := httptest.NewRecorder()
+		OpsHandler(NewHealth(nil), profiling).ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/", nil))
+		want := http.StatusNotFound
+		if profiling {
+			want = http.StatusOK
+		}
+		if rec.Code != want || (profiling && !strings.Contains(rec.Body.String(), "goroutine")) {
+			t.Errorf("profiling=%v: /debug/pprof/ answered %d, want %d", profiling, rec.Code, want)
+		}
 	}
 }

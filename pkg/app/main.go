@@ -71,6 +71,7 @@ func Main(b Binary) {
 // processFlags are the flags every service binary has besides its own.
 type processFlags struct {
 	grpcAddr, httpAddr, logFormat, logLevel string
+	profiling                               bool
 }
 
 func (b Binary) flagSet() (*flag.FlagSet, *processFlags) {
@@ -80,6 +81,7 @@ func (b Binary) flagSet() (*flag.FlagSet, *processFlags) {
 		fs.StringVar(&p.grpcAddr, "grpc-listen", b.GRPCAddr, "gRPC listen address (host:port or inproc://name)")
 	}
 	fs.StringVar(&p.httpAddr, "http-listen", b.HTTPAddr, "HTTP listen address for /healthz, /readyz, /livez and /metrics (empty: off)")
+	fs.BoolVar(&p.profiling, "profiling", false, "serve Go's profiles at /debug/pprof/ on --http-listen (no authentication there)")
 	fs.StringVar(&p.logFormat, "log-format", "json", "log format: json or text")
 	fs.StringVar(&p.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	if b.RegisterFlags != nil {
@@ -139,14 +141,15 @@ func (b Binary) Run(args []string) error {
 	}()
 	switch s := svc.(type) {
 	case Runner:
-		return runSelf(ctx, s, pf.httpAddr)
+		return runSelf(ctx, s, pf.httpAddr, pf.profiling)
 	case GRPCService:
 		return Run(ctx, Config{
-			Name:     b.Name,
-			GRPCAddr: pf.grpcAddr,
-			HTTPAddr: pf.httpAddr,
-			Register: s.Register,
-			Ready:    s.Ready,
+			Name:      b.Name,
+			GRPCAddr:  pf.grpcAddr,
+			HTTPAddr:  pf.httpAddr,
+			Profiling: pf.profiling,
+			Register:  s.Register,
+			Ready:     s.Ready,
 		})
 	default:
 		return errors.New("the service neither registers on a gRPC server nor runs by itself")
@@ -155,13 +158,13 @@ func (b Binary) Run(args []string) error {
 
 // runSelf runs a Runner, with the operations endpoints on httpAddr when set
 // (the gateway's HTTPS port serves them too).
-func runSelf(ctx context.Context, r Runner, httpAddr string) error {
+func runSelf(ctx context.Context, r Runner, httpAddr string, profiling bool) error {
 	if httpAddr != "" {
 		hl, err := net.Listen("tcp", httpAddr)
 		if err != nil {
 			return fmt.Errorf("listen %s: %w", httpAddr, err)
 		}
-		ops := &http.Server{Handler: OpsHandler(NewHealth(r.Ready)), ReadHeaderTimeout: 10 * time.Second}
+		ops := &http.Server{Handler: OpsHandler(NewHealth(r.Ready), profiling), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = ops.Serve(hl) }()
 		defer func() { _ = ops.Close() }() // the ops endpoint goes with the process
 	}
