@@ -1,4 +1,4 @@
-package gateway
+package cr
 
 import (
 	"context"
@@ -43,7 +43,7 @@ type admission struct {
 // nothing under Ignore); its warnings are sent
 // whatever the outcome, as upstream's decoder and strategies record them
 // before answering. Field errors are a 422.
-func (a *kubeAPI) admit(ctx context.Context, r *resource, ad admission) ([]byte, error) {
+func (a *Server) admit(ctx context.Context, r *resource, ad admission) ([]byte, error) {
 	data, err := encodeForAdmission(ad.obj)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package gateway
+package cr
 
 import (
 	"context"
@@ -11,19 +11,14 @@ import (
 	"google.golang.org/genproto/googleapis/api/httpbody"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/objmeta"
-	"github.com/crdplane/crdplane/pkg/objsize"
 	"github.com/crdplane/crdplane/pkg/patch"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
-	"github.com/crdplane/crdplane/services/gateway/crd"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 	"github.com/crdplane/crdplane/services/gateway/listing"
 )
@@ -34,36 +29,6 @@ const maxPatchRetries = 8
 
 func isDryRun(dryRun []string) bool { return len(dryRun) > 0 }
 
-// Create serves POST on a collection.
-func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*httpbody.HttpBody, error) {
-	rm := httpx.RequestMetaFrom(ctx)
-	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), ""))
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	opts := &metav1.CreateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
-	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
-		return httpx.Reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
-	}
-	body, err := httpx.DecodeRequestBody(rm, req.GetBody().GetData(), a.bodyFor(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), ""))
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
-	if crds && body.ConvErr != nil {
-		return httpx.Reply(nil, body.YAMLError())
-	}
-	// A YAML body can grow in its conversion: what admission would see is
-	// bounded as a patch result is.
-	if err := objsize.Check(len(body.JSON)); err != nil {
-		return httpx.Reply(nil, err)
-	}
-	if crds {
-		return httpx.Reply(a.crdAPI.Create(ctx, req, opts, body.JSON, out))
-	}
-	return httpx.Reply(a.crCreate(ctx, req, opts, body, out))
-}
-
 // errCreateWhileTerminating is upstream's answer (its CRD handler's, before
 // the body is read) to a create while the CRD is being deleted: 405 naming
 // the group and the resource.
@@ -73,7 +38,7 @@ func errCreateWhileTerminating(r *resource) error {
 	return err
 }
 
-func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body httpx.Body, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
+func (a *Server) Create(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body httpx.Body, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	ns := req.GetNamespace()
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
 	if err != nil {
@@ -147,37 +112,7 @@ func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, op
 	return out.Body(result), nil
 }
 
-// Update serves PUT on an object or its status.
-func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*httpbody.HttpBody, error) {
-	rm := httpx.RequestMetaFrom(ctx)
-	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetSubresource()))
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	opts := &metav1.UpdateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
-	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
-		return httpx.Reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
-	}
-	body, err := httpx.DecodeRequestBody(rm, req.GetBody().GetData(), a.bodyFor(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), req.GetSubresource()))
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
-	if crds && body.ConvErr != nil {
-		return httpx.Reply(nil, body.YAMLError())
-	}
-	// A YAML body can grow in its conversion: what admission would see is
-	// bounded as a patch result is.
-	if err := objsize.Check(len(body.JSON)); err != nil {
-		return httpx.Reply(nil, err)
-	}
-	if crds {
-		return httpx.Reply(a.crdAPI.Update(ctx, req, opts, body.JSON, out))
-	}
-	return httpx.Reply(a.crUpdate(ctx, req, opts, body, out))
-}
-
-func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body httpx.Body, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
+func (a *Server) Update(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body httpx.Body, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	ns, name, sub := req.GetNamespace(), req.GetName(), req.GetSubresource()
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
 	if err != nil {
@@ -283,7 +218,7 @@ type current struct {
 }
 
 // readCurrent reads an object and converts it to the request version.
-func (a *kubeAPI) readCurrent(ctx context.Context, r *resource, ns, name string) (*current, error) {
+func (a *Server) readCurrent(ctx context.Context, r *resource, ns, name string) (*current, error) {
 	if err := checkObjectPath(r, ns, name); err != nil {
 		return nil, err
 	}
@@ -333,7 +268,7 @@ var errStale = errors.New("stale")
 // compare-and-swap write at cur's revision. An update that empties the
 // finalizers of an object being deleted deletes it. It returns the result
 // at the request version, or errStale when the CAS lost.
-func (a *kubeAPI) applyUpdate(ctx context.Context, r *resource, cur *current, obj object, p updateParams) ([]byte, error) {
+func (a *Server) applyUpdate(ctx context.Context, r *resource, cur *current, obj object, p updateParams) ([]byte, error) {
 	old := cur.obj
 	if err := checkKind(r, obj, p.name); err != nil {
 		return nil, err
@@ -371,7 +306,7 @@ func (a *kubeAPI) applyUpdate(ctx context.Context, r *resource, cur *current, ob
 // delete when the update empties the finalizers of an object being
 // deleted, else a compare-and-swap write at cur's revision. It returns the
 // result at the request version, or errStale when the CAS lost.
-func (a *kubeAPI) commitUpdate(ctx context.Context, r *resource, cur *current, admitted []byte, p updateParams) ([]byte, error) {
+func (a *Server) commitUpdate(ctx context.Context, r *resource, cur *current, admitted []byte, p updateParams) ([]byte, error) {
 	old := cur.obj
 	newObj, admitted, err := a.setGeneration(r, admitted, old, p.subresource)
 	if err != nil {
@@ -454,7 +389,7 @@ func droppedByPreparation(in, prepared object, status bool) bool {
 // outside metadata differs from the old object read back as upstream's
 // storage decoder would (pruned and defaulted with the current schema).
 // It returns the admitted object decoded and encoded.
-func (a *kubeAPI) setGeneration(r *resource, admitted []byte, old object, sub string) (object, []byte, error) {
+func (a *Server) setGeneration(r *resource, admitted []byte, old object, sub string) (object, []byte, error) {
 	obj, err := listing.DecodeObject(admitted)
 	if err != nil {
 		return nil, nil, apierrors.NewInternalError(fmt.Errorf("admitted object: %w", err))
@@ -553,38 +488,7 @@ func finalizers(obj object) []any {
 	return f
 }
 
-// Patch serves PATCH on an object or its status and scale: JSON merge
-// patch, JSON patch and server-side apply; strategic merge patches are 415
-// for custom resources.
-func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpbody.HttpBody, error) {
-	rm := httpx.RequestMetaFrom(ctx)
-	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetSubresource()))
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	pt := patch.Type(rm.ContentType)
-	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
-	if !crds && !patch.Supported(pt) && pt != patch.ApplyYAML {
-		return httpx.Reply(nil, patch.UnsupportedError(pt))
-	}
-	if crds && !crd.PatchTypeAllowed(pt) {
-		return httpx.Reply(nil, crd.ErrUnsupportedMediaType())
-	}
-	opts := &metav1.PatchOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
-	if req.GetForce() {
-		force := true
-		opts.Force = &force
-	}
-	if errs := metav1validation.ValidatePatchOptions(opts, types.PatchType(pt)); len(errs) > 0 {
-		return httpx.Reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
-	}
-	if crds {
-		return httpx.Reply(a.crdAPI.Patch(ctx, req, opts, pt, out))
-	}
-	return httpx.Reply(a.crPatch(ctx, req, opts, pt, out))
-}
-
-func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions, pt string, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
+func (a *Server) Patch(ctx context.Context, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions, pt string, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	ns, name, sub := req.GetNamespace(), req.GetName(), req.GetSubresource()
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
 	if err != nil {
