@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"reflect"
 
@@ -57,23 +56,16 @@ func (a *Server) Create(ctx context.Context, req *gatewayv1.CreateRequest, opts 
 		return nil, err
 	}
 	rvSet := objmeta.String(obj, "resourceVersion") != ""
-	// The status a create drops still counts for unknown fields.
-	var requestObj object
-	if _, ok := obj["status"]; ok && r.hasStatus && opts.FieldValidation != metav1.FieldValidationIgnore {
-		requestObj = maps.Clone(obj)
-	}
-	objmeta.PrepareCreate(obj, a.now(), r.hasStatus)
+	// The system metadata (a name from generateName: the key, and what
+	// errors name); the validator drops .status (AdmitRequest.prepare).
+	objmeta.PrepareCreate(obj, a.now(), false)
 	name := objmeta.String(obj, "name")
 	if err := checkKind(r, obj, name); err != nil {
 		return nil, err
 	}
-	metaErrs, err := validateMetaCreate(r, obj)
-	if err != nil {
-		return nil, err
-	}
 	admitted, err := a.admit(ctx, r, admission{
-		op: validatorv1.Operation_OPERATION_CREATE, obj: obj, name: name, metaErrs: metaErrs, fieldValidation: opts.FieldValidation,
-		strictErrors: strictErrs, requestObj: requestObj, fieldManager: opts.FieldManager,
+		op: validatorv1.Operation_OPERATION_CREATE, obj: obj, name: name, fieldValidation: opts.FieldValidation,
+		strictErrors: strictErrs, fieldManager: opts.FieldManager,
 	})
 	if err != nil {
 		return nil, err
@@ -263,37 +255,24 @@ type updateParams struct {
 var errStale = errors.New("stale")
 
 // applyUpdate runs the update pipeline on obj (at the request version,
-// resourceVersion already checked against cur): metadata rules, admission
-// against the old object, conversion to the storage version, and a
+// resourceVersion already checked against cur): admission against the old
+// object (the validator prepares obj: immutable metadata, .status, the
+// common metadata checks), conversion to the storage version, and a
 // compare-and-swap write at cur's revision. An update that empties the
 // finalizers of an object being deleted deletes it. It returns the result
 // at the request version, or errStale when the CAS lost.
 func (a *Server) applyUpdate(ctx context.Context, r *resource, cur *current, obj object, p updateParams) ([]byte, error) {
-	old := cur.obj
 	if err := checkKind(r, obj, p.name); err != nil {
 		return nil, err
-	}
-	in := maps.Clone(obj)
-	obj = objmeta.PrepareUpdate(obj, deepCopyObject(old), r.hasStatus, p.subresource)
-	metaErrs, err := validateMetaUpdate(r, obj, old)
-	if err != nil {
-		return nil, err
-	}
-	var requestObj object
-	// The request as carried: its unknown fields (unless Ignore), and on
-	// /status what the field manager records (upstream's runs before the
-	// status strategy drops the rest).
-	if (p.fieldValidation != metav1.FieldValidationIgnore || p.subresource == "status") && droppedByPreparation(in, obj, p.subresource == "status") {
-		requestObj = in
 	}
 	op := validatorv1.Operation_OPERATION_UPDATE
 	if p.patch {
 		op = validatorv1.Operation_OPERATION_PATCH
 	}
 	admitted, err := a.admit(ctx, r, admission{
-		op: op, obj: obj, old: old, subresource: p.subresource,
-		name: p.name, metaErrs: metaErrs, fieldValidation: p.fieldValidation,
-		strictErrors: p.strictErrors, requestObj: requestObj, fieldManager: p.fieldManager,
+		op: op, obj: obj, old: cur.obj, subresource: p.subresource,
+		name: p.name, fieldValidation: p.fieldValidation,
+		strictErrors: p.strictErrors, fieldManager: p.fieldManager,
 	})
 	if err != nil {
 		return nil, err
@@ -352,34 +331,6 @@ func (a *Server) commitUpdate(ctx context.Context, r *resource, cur *current, ad
 		return nil, err
 	}
 	return a.readObject(ctx, r, resp.GetObject())
-}
-
-// droppedByPreparation reports whether preparing an update replaced part
-// of what the request carried (in, its top level as it came) in prepared:
-// .status on a main-resource write (of a CRD with a status subresource;
-// otherwise it is kept), everything but .status on a status write. Then
-// the unknown fields of the request are not all in prepared: upstream's
-// decoder finds them in the whole request, before its strategies.
-func droppedByPreparation(in, prepared object, status bool) bool {
-	if !status {
-		st, ok := in["status"]
-		pst, pok := prepared["status"]
-		return ok != pok || (ok && !reflect.DeepEqual(st, pst))
-	}
-	for k, v := range in {
-		if k == "status" {
-			continue
-		}
-		if pv, ok := prepared[k]; !ok || !reflect.DeepEqual(v, pv) {
-			return true
-		}
-	}
-	for k := range prepared {
-		if _, ok := in[k]; !ok && k != "status" {
-			return true
-		}
-	}
-	return false
 }
 
 // setGeneration sets metadata.generation of an admitted update as
