@@ -6,7 +6,6 @@ import (
 	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/crdplane/crdplane/pkg/objmeta"
@@ -50,7 +49,9 @@ func (a *admission) prepare(req *validatorv1.AdmitRequest) (obj, reqObj map[stri
 	}
 	sub := req.GetSubresource()
 	in := maps.Clone(obj)
-	obj = objmeta.PrepareUpdate(obj, runtime.DeepCopyJSON(old), a.cv.hasStatus, sub)
+	// old is this call's own (admit decodes the stored object again for
+	// validation): obj may share its values.
+	obj = objmeta.PrepareUpdate(obj, old, a.cv.hasStatus, sub)
 	metaErrs = metavalidation.ValidateCommonUpdate(obj, old, a.cv.namespaced)
 	// The request as carried: its unknown fields (unless Ignore), and on
 	// /status what the field manager records (upstream's runs before the
