@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 const applyCT = "application/apply-patch+yaml"
@@ -200,13 +202,13 @@ func TestManagedFieldsEveryWritePath(t *testing.T) {
 	wantManagers(t, "status patch", st, "kubectl/Update", "editor/Update", "my-controller/Update", "jp/Update", "st/Update/status")
 	// managedFields a client sends in a corrupt shape are ignored: the
 	// stored ones stay.
-	bad := deepCopyObject(st)
+	bad := runtime.DeepCopyJSON(st)
 	meta(bad)["managedFields"] = []any{map[string]any{"manager": "x", "operation": "Nope", "fieldsType": "FieldsV1", "fieldsV1": map[string]any{}}}
 	bad["spec"].(map[string]any)["image"] = "z"
 	kept := g.expect(http.StatusOK, "PUT", crontabs+"/a?fieldManager=editor", bad)
 	wantManagers(t, "corrupt managedFields", kept, "kubectl/Update", "editor/Update", "my-controller/Update", "jp/Update", "st/Update/status")
 	// [{}] resets them: none are left.
-	reset := deepCopyObject(kept)
+	reset := runtime.DeepCopyJSON(kept)
 	meta(reset)["managedFields"] = []any{map[string]any{}}
 	reset["spec"].(map[string]any)["image"] = "w"
 	wantManagers(t, "reset", g.expect(http.StatusOK, "PUT", crontabs+"/a?fieldManager=editor", reset))

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/crdplane/crdplane/pkg/jsonscan"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 )
 
@@ -213,4 +214,12 @@ func addingConversionWebhook(t *testing.T) (url string, caBundle []byte) {
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL + "/convert", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+}
+
+// objectAPIVersion reads an object's apiVersion ("" when it has none that
+// is a string), as the gateway's conversion does.
+func objectAPIVersion(obj []byte) string {
+	raw, _, _ := jsonscan.Lookup(obj, "apiVersion")
+	v, _ := jsonscan.String(raw)
+	return v
 }

@@ -3,42 +3,29 @@ package gateway
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
 
-	"github.com/crdplane/crdplane/pkg/crdcache"
-	converterv1 "github.com/crdplane/crdplane/proto/crdplane/converter/v1"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
-	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
-	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
-	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/gateway/cr"
 	"github.com/crdplane/crdplane/services/gateway/crd"
 	"github.com/crdplane/crdplane/services/gateway/discovery"
 )
 
-// kubeAPI implements crdplane.gateway.v1.KubeAPIService: the Kubernetes
-// REST verbs, run as a pipeline over the registry, validator, converter and
-// storage services. grpc-gateway calls it over an in-process connection.
+// kubeAPI implements crdplane.gateway.v1.KubeAPIService: each verb
+// dispatches to the CRDs' verbs (package crd, over the registry) or to the
+// custom resources' (package cr, over the validator, converter and
+// storage), discovery to package discovery. grpc-gateway calls it
+// in-process.
 type kubeAPI struct {
 	gatewayv1.UnimplementedKubeAPIServiceServer
 
-	registry  registryv1.RegistryServiceClient
 	discovery *discovery.Server
 	crdAPI    *crd.Server // the verbs on CRDs
-	storage   storagev1.StorageServiceClient
-	validator validatorv1.ValidatorServiceClient
-	converter converterv1.ConverterServiceClient // nil: webhook conversion unavailable
+	crAPI     *cr.Server  // the verbs on custom resources
 
-	crds      *crdcache.Cache
-	crdEvents *crdEvents
-	schemas   schemaCache
-
-	readyChecks       func() []readyCheck
-	minRequestTimeout time.Duration
-	crdWait           time.Duration
-	now               func() time.Time
-	log               *slog.Logger
+	readyChecks func() []readyCheck
+	log         *slog.Logger
 }
 
 var _ gatewayv1.KubeAPIServiceServer = (*kubeAPI)(nil)

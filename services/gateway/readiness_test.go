@@ -143,12 +143,12 @@ func TestPanicsBecome500(t *testing.T) {
 	st.panicOn.Store("")
 	g.expect(http.StatusOK, "GET", objects+"/a", nil)
 
-	// A gateway handler panics (a nil client, as a bug would leave it).
+	// A gateway handler panics (a nil server, as a bug would leave it).
 	before = metrics.Panics("gateway")
-	storage := g.svc.api.storage
-	g.svc.api.storage = nil
+	crAPI := g.svc.api.crAPI
+	g.svc.api.crAPI = nil
 	resp, body := g.do("GET", objects, nil)
-	g.svc.api.storage = storage
+	g.svc.api.crAPI = crAPI
 	want := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"This request caused apiserver to panic. Look in the logs for details.","reason":"InternalError","code":500}` + "\n"
 	if resp.StatusCode != 500 || string(body) != want || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("gateway panic: %d %v %s", resp.StatusCode, resp.Header, body)

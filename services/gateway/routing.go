@@ -4,9 +4,6 @@ import (
 	"net/http"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
-	"github.com/crdplane/crdplane/pkg/kstatus"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
@@ -63,23 +60,11 @@ func (k *kubeRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // refuse answers a request the custom resource handler refuses once the
 // resource resolves.
 func (k *kubeRouter) refuse(w http.ResponseWriter, r *http.Request, ri requestInfo) {
-	res, err := k.api.resolve(r.Context(), ri.group, ri.version, ri.resource, ri.namespace, scopeObject)
-	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	for _, warning := range res.warnings {
+	warnings, err := k.api.crAPI.Refuse(r.Context(), ri.group, ri.version, ri.resource, ri.namespace, ri.name, ri.subresource, ri.verb)
+	for _, warning := range warnings {
 		w.Header().Add("Warning", httpx.WarningHeader(warning))
 	}
-	if err := checkSubresource(res, ri.subresource, ri.name); err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	if ri.name == "" && (ri.verb == "update" || ri.verb == "patch") {
-		httpx.WriteStatusFor(w, r, kstatus.FromError(apierrors.NewBadRequest("name must be provided")))
-		return
-	}
-	httpx.WriteStatusFor(w, r, kstatus.FromError(apierrors.NewMethodNotSupported(res.groupResource(), ri.verb)))
+	httpx.WriteError(w, r, err)
 }
 
 // requestInfo is what upstream's RequestInfoFactory reads of a resource

@@ -26,6 +26,7 @@ import (
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/gateway/cr"
 	"github.com/crdplane/crdplane/services/gateway/crd"
 	"github.com/crdplane/crdplane/services/gateway/discovery"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
@@ -128,22 +129,22 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s.probes = []*grpcx.Probe{grpcx.NewProbe("storage", stoConn), grpcx.NewProbe("registry", regConn)}
 	registry := registryv1.NewRegistryServiceClient(regConn)
 	s.crds = crdcache.New(registry, log)
-	events := newCRDEvents()
-	s.crds.OnChange(func(_, _ *crdcache.CRD) { events.notify() })
 	s.api = &kubeAPI{
-		registry:          registry,
-		discovery:         &discovery.Server{Registry: registry, OpenAPI: registryv1.NewOpenAPIServiceClient(regConn)},
-		crdAPI:            crd.New(crd.Config{Registry: registry, MinRequestTimeout: cfg.MinRequestTimeout}),
-		storage:           storagev1.NewStorageServiceClient(stoConn),
-		validator:         validatorv1.NewValidatorServiceClient(valConn),
-		converter:         converter,
-		crds:              s.crds,
-		crdEvents:         events,
-		readyChecks:       s.readyChecks,
-		minRequestTimeout: cfg.MinRequestTimeout,
-		crdWait:           cfg.CRDWait,
-		now:               time.Now,
-		log:               log,
+		discovery: &discovery.Server{Registry: registry, OpenAPI: registryv1.NewOpenAPIServiceClient(regConn)},
+		crdAPI:    crd.New(crd.Config{Registry: registry, MinRequestTimeout: cfg.MinRequestTimeout}),
+		crAPI: cr.New(cr.Config{
+			Registry:          registry,
+			Storage:           storagev1.NewStorageServiceClient(stoConn),
+			Validator:         validatorv1.NewValidatorServiceClient(valConn),
+			Converter:         converter,
+			CRDs:              s.crds,
+			MinRequestTimeout: cfg.MinRequestTimeout,
+			CRDWait:           cfg.CRDWait,
+			Now:               time.Now,
+			Log:               log,
+		}),
+		readyChecks: s.readyChecks,
+		log:         log,
 	}
 
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))

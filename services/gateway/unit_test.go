@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -293,23 +292,6 @@ func TestNewInvalidRendersValuesAsV133(t *testing.T) {
 	}
 }
 
-func testResource() *resource {
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	crd.Name = "crontabs.stable.example.com"
-	crd.Spec.Group = "stable.example.com"
-	crd.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Plural: "crontabs", Kind: "CronTab"}
-	crd.Spec.Scope = apiextensionsv1.NamespaceScoped
-	crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{
-		{Name: "v1", Served: true, Storage: true},
-		{Name: "v1beta1", Served: true},
-	}
-	r, err := newResource(crd, "v1")
-	if err != nil {
-		panic(err)
-	}
-	return r
-}
-
 func TestNegotiateOutput(t *testing.T) {
 	tests := []struct {
 		accept, ua string
@@ -354,59 +336,5 @@ func TestNegotiateOutput(t *testing.T) {
 	body, ct = httpx.OutputFormat{YAML: true}.Encode([]byte(`{"a":1}`))
 	if ct != "application/yaml" || string(body) != "a: 1\n" {
 		t.Errorf("yaml: %q %s", body, ct)
-	}
-}
-
-func TestDeprecationWarning(t *testing.T) {
-	spec := apiextensionsv1.CustomResourceDefinitionSpec{
-		Group: "g", Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: "W"},
-		Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
-			{Name: "v1alpha1", Served: true, Deprecated: true}, {Name: "v1beta1", Served: true}, {Name: "v1", Served: true}, {Name: "v2", Served: false},
-		},
-	}
-	if got, want := deprecationWarning("v1alpha1", spec), "g/v1alpha1 W is deprecated; use g/v1 W"; got != want {
-		t.Fatalf("got %q want %q", got, want)
-	}
-	if got := httpx.WarningHeader(`say "hi"`); got != `299 - "say \"hi\""` {
-		t.Fatalf("warning header %q", got)
-	}
-}
-
-func TestSetAPIVersion(t *testing.T) {
-	tests := []struct {
-		in, want string
-		ok       bool
-	}{
-		{`{"apiVersion":"g/v1","kind":"K"}`, `{"apiVersion":"g/v1","kind":"K"}`, true},
-		{`{"kind":"K","apiVersion":"g/v2","spec":{"apiVersion":"x","a":[1,"}",{"b":"\""}]}}`, `{"kind":"K","apiVersion":"g/v1","spec":{"apiVersion":"x","a":[1,"}",{"b":"\""}]}}`, true},
-		{` { "apiVersion" : "g/v2" , "n": 1.5e3 }`, ` { "apiVersion" : "g/v1" , "n": 1.5e3 }`, true},
-		{`{"kind":"K"}`, "", false},
-		{`{"apiVersion":"a","apiVersion":"b"}`, "", false},
-		{`{"apiVers\u0069on":"g/v2"}`, "", false},
-		{`[1]`, "", false},
-		{`{"apiVersion":"g/v2"`, "", false},
-	}
-	for _, tt := range tests {
-		got, ok := setAPIVersion([]byte(tt.in), "g/v1")
-		if ok != tt.ok || ok && string(got) != tt.want {
-			t.Errorf("%s: got %s %v", tt.in, got, ok)
-		}
-	}
-}
-
-func TestSetAPIVersionFastPath(t *testing.T) {
-	for _, tt := range []struct{ in, want string }{
-		{`{"apiVersion":"g/v1","kind":"K","metadata":{"ownerReferences":[{"apiVersion":"x/v1"}]}}`, `{"apiVersion":"g/v1","kind":"K","metadata":{"ownerReferences":[{"apiVersion":"x/v1"}]}}`},
-		{`{"apiVersion":"g/v1x","kind":"K"}`, `{"apiVersion":"g/v1","kind":"K"}`},
-		{`{"apiVersion":"g/v1x","apiVersion":"g/v2"}`, `ok=false`},
-		{`{"apiVersion":"g/v1","s":"\"apiVersion\""}`, `{"apiVersion":"g/v1","s":"\"apiVersion\""}`},
-	} {
-		got, ok := setAPIVersion([]byte(tt.in), "g/v1")
-		if !ok {
-			got = []byte("ok=false")
-		}
-		if string(got) != tt.want {
-			t.Errorf("%s: got %s", tt.in, got)
-		}
 	}
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 
+	"github.com/crdplane/crdplane/services/gateway/crd"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
@@ -29,11 +30,12 @@ func (a *kubeAPI) bodyFor(ctx context.Context, group, version, plural, namespace
 		Target: writeTarget(group, version, plural, sub),
 		Group:  group, Version: version,
 		Kind: func() (string, error) {
-			r, err := a.resolve(ctx, group, version, plural, namespace, scopeObject)
-			if err != nil {
-				return "", err
-			}
-			return r.kind, nil
+			return a.crAPI.Kind(ctx, group, version, plural, namespace)
 		},
 	}
+}
+
+// isCRDs reports whether a request addresses the CRDs themselves.
+func isCRDs(group, ver, plural string) bool {
+	return crd.IsCRDs(group, ver, plural)
 }

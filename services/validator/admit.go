@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/crdplane/crdplane/pkg/fielderr"
@@ -73,17 +74,38 @@ func (s *Service) admit(ctx context.Context, req *validatorv1.AdmitRequest) (*va
 		return a.apply(ctx, req)
 	}
 
+	// The object to admit and, when its preparation dropped part of the
+	// request, the request's object: prepared here (req.prepare), or by
+	// the caller (request_object).
+	var obj, reqObj map[string]any
+	if req.GetPrepare() {
+		if obj, reqObj, a.metaErrs, err = a.prepare(req); err != nil {
+			return nil, err
+		}
+	}
+	hasRequest := reqObj != nil || len(req.GetRequestObject()) > 0
+
 	// Upstream's decoder decodes the whole request before the strategies
 	// drop parts of it: its errors come first, and its unknown fields are
 	// those of the whole request.
 	var reqUnknown []string
-	hasReqObject := len(req.GetRequestObject()) > 0 && req.GetFieldValidation() != metav1.FieldValidationIgnore
+	hasReqObject := hasRequest && req.GetFieldValidation() != metav1.FieldValidationIgnore
 	if hasReqObject {
-		if reqUnknown, err = a.unknownFields(req.GetRequestObject()); err != nil {
+		if reqObj != nil {
+			reqUnknown, err = a.unknownFieldsOf(runtime.DeepCopyJSON(reqObj))
+		} else {
+			reqUnknown, err = a.unknownFields(req.GetRequestObject())
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
-	obj, unknown, err := a.decode(req.GetObject(), false)
+	var unknown []string
+	if obj != nil {
+		unknown, err = a.normalize(obj, false)
+	} else {
+		obj, unknown, err = a.decode(req.GetObject(), false)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -117,12 +139,19 @@ func (s *Service) admit(ctx context.Context, req *validatorv1.AdmitRequest) (*va
 
 	if req.GetManagedFields() {
 		manager := fieldmanager.Name(req.GetFieldManager(), req.GetUserAgent())
-		if a.status && len(req.GetRequestObject()) > 0 {
+		if a.status && hasRequest {
 			// Upstream's field manager sees a status write before the
 			// status strategy drops everything but .status: its entry
 			// records the request's metadata changes too (only spec is
 			// reset), while the object keeps the stored metadata.
-			if reqObj, _, derr := a.decode(req.GetRequestObject(), false); derr == nil {
+			var derr error
+			if reqObj != nil {
+				reqObj = runtime.DeepCopyJSON(reqObj)
+				_, derr = a.normalize(reqObj, false)
+			} else {
+				reqObj, _, derr = a.decode(req.GetRequestObject(), false)
+			}
+			if derr == nil {
 				if reqObj, err = a.updateManagedFields(reqObj, manager); err != nil {
 					return nil, err
 				}
@@ -145,7 +174,7 @@ func (a *admission) finish(ctx context.Context, obj map[string]any, sizeHint int
 	resp := &validatorv1.AdmitResponse{}
 	if len(errs) > 0 {
 		// Upstream records finalizer warnings only after validation passed.
-		resp.Causes = causes(errs)
+		resp.Causes = causes(append(a.metaErrs, errs...))
 		resp.Warnings = dedup(a.warnings)
 		return resp, nil
 	}
@@ -153,6 +182,11 @@ func (a *admission) finish(ctx context.Context, obj map[string]any, sizeHint int
 		a.warnings = append(a.warnings, finalizerWarnings(obj, a.old)...)
 	}
 	resp.Warnings = dedup(a.warnings)
+	if len(a.metaErrs) > 0 {
+		// rest.BeforeUpdate's common metadata errors alone.
+		resp.Causes = causes(a.metaErrs)
+		return resp, nil
+	}
 	if resp.Object, err = jsonenc.Append(make([]byte, 0, sizeHint+256), obj); err != nil {
 		return nil, fmt.Errorf("encode object: %w", err)
 	}
@@ -200,6 +234,9 @@ func checkRequest(req *validatorv1.AdmitRequest) error {
 	default:
 		problems = append(problems, fmt.Sprintf("field_validation %q must be Strict, Warn, Ignore or empty", fv))
 	}
+	if req.GetPrepare() && len(req.GetRequestObject()) > 0 {
+		problems = append(problems, "request_object is the validator's own with prepare")
+	}
 	if len(req.GetObject()) == 0 && req.GetOperation() != validatorv1.Operation_OPERATION_APPLY {
 		problems = append(problems, "object is required")
 	}
@@ -218,6 +255,9 @@ type admission struct {
 	// the main resource; its managedFields go through the Scale.
 	scale bool
 	old   map[string]any
+	// metaErrs are rest.BeforeUpdate's common metadata errors of an update
+	// the validator prepared (prepare): the first causes.
+	metaErrs field.ErrorList
 	// corr correlates the object with the old one on update, shared by
 	// schema and CEL ratcheting (as upstream's CorrelatedObject).
 	corr     *structural.Correlation
@@ -247,17 +287,37 @@ func dedup(warnings []string) []string {
 // (old) object is decoded as upstream reads from storage: malformed
 // metadata fields are dropped.
 func (a *admission) decode(raw []byte, stored bool) (map[string]any, []string, error) {
+	obj, err := a.unmarshal(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	unknown, err := a.normalize(obj, stored)
+	if err != nil {
+		return nil, nil, err
+	}
+	return obj, unknown, nil
+}
+
+// unmarshal decodes an object's JSON, nothing more.
+func (a *admission) unmarshal(raw []byte) (map[string]any, error) {
 	v, err := jsondec.Unmarshal(raw)
 	if err != nil {
-		return nil, nil, apierrors.NewBadRequest(a.cannotHandle(err))
+		return nil, apierrors.NewBadRequest(a.cannotHandle(err))
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, nil, apierrors.NewBadRequest(a.cannotHandle(fmt.Errorf("expected a JSON object, got %s", jsonKind(v))))
+		return nil, apierrors.NewBadRequest(a.cannotHandle(fmt.Errorf("expected a JSON object, got %s", jsonKind(v))))
 	}
+	return obj, nil
+}
+
+// normalize applies to a decoded object, in place, what decode applies
+// after the JSON: the metadata round trip, pruning, embedded metadata,
+// defaulting. It returns the paths of the unknown (pruned) fields.
+func (a *admission) normalize(obj map[string]any, stored bool) ([]string, error) {
 	unknown, err := structural.Normalize(obj, a.cv.schema, stored)
 	if err != nil {
-		return nil, nil, apierrors.NewBadRequest(a.cannotHandle(err))
+		return nil, apierrors.NewBadRequest(a.cannotHandle(err))
 	}
 	if stored {
 		// Upstream's storage decoder repairs a missing generation of very
@@ -269,20 +329,22 @@ func (a *admission) decode(raw []byte, stored bool) (map[string]any, []string, e
 		}
 	}
 	structural.Default(obj, a.cv.schema)
-	return obj, unknown, nil
+	return unknown, nil
 }
 
 // unknownFields decodes an object as decode does, for its unknown fields
 // only (nothing is defaulted).
 func (a *admission) unknownFields(raw []byte) ([]string, error) {
-	v, err := jsondec.Unmarshal(raw)
+	obj, err := a.unmarshal(raw)
 	if err != nil {
-		return nil, apierrors.NewBadRequest(a.cannotHandle(err))
+		return nil, err
 	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return nil, apierrors.NewBadRequest(a.cannotHandle(fmt.Errorf("expected a JSON object, got %s", jsonKind(v))))
-	}
+	return a.unknownFieldsOf(obj)
+}
+
+// unknownFieldsOf is unknownFields of a decoded object (normalised in
+// place).
+func (a *admission) unknownFieldsOf(obj map[string]any) ([]string, error) {
 	unknown, err := structural.Normalize(obj, a.cv.schema, false)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(a.cannotHandle(err))

@@ -81,7 +81,8 @@ func BenchmarkApplyUpdate(b *testing.B) {
 }
 
 // BenchmarkUpdate is an update (PUT) of the stored object changing one
-// field, with and without managedFields tracking.
+// field, with and without managedFields tracking, and prepared by the
+// validator (prepare, as the gateway sends it: managedFields tracked).
 func BenchmarkUpdate(b *testing.B) {
 	svc := newDirService(b)
 	old := benchWidget(b, svc)
@@ -89,15 +90,14 @@ func BenchmarkUpdate(b *testing.B) {
 	_ = json.Unmarshal(old, &m)
 	m["spec"].(map[string]any)["replicas"] = 4
 	obj, _ := json.Marshal(m)
-	for _, tracked := range []bool{false, true} {
-		name := "untracked"
-		if tracked {
-			name = "managedFields"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, tc := range []struct {
+		name             string
+		tracked, prepare bool
+	}{{"untracked", false, false}, {"managedFields", true, false}, {"prepare", true, true}} {
+		b.Run(tc.name, func(b *testing.B) {
 			req := &validatorv1.AdmitRequest{
-				Crd: ssaWidgetRef, Version: "v1", Operation: validatorv1.Operation_OPERATION_UPDATE, ManagedFields: tracked,
-				UserAgent: "kubectl/v1.33.0", Object: obj, OldObject: old,
+				Crd: ssaWidgetRef, Version: "v1", Operation: validatorv1.Operation_OPERATION_UPDATE, ManagedFields: tc.tracked,
+				UserAgent: "kubectl/v1.33.0", Object: obj, OldObject: old, Prepare: tc.prepare,
 			}
 			ctx := context.Background()
 			b.ReportAllocs()

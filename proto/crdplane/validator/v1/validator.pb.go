@@ -166,8 +166,27 @@ type AdmitRequest struct {
 	// namespace of the provided object does not match the namespace sent on
 	// the request", "the name of the object (a) does not match the name on
 	// the URL (b)").
-	Namespace     string `protobuf:"bytes,15,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Name          string `protobuf:"bytes,16,opt,name=name,proto3" json:"name,omitempty"`
+	Namespace string `protobuf:"bytes,15,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string `protobuf:"bytes,16,opt,name=name,proto3" json:"name,omitempty"`
+	// CREATE, UPDATE and PATCH: the validator prepares `object` before it
+	// admits it, as upstream's strategies and rest.BeforeUpdate do, so that
+	// the caller sends the request's object as decoded (`request_object`
+	// stays empty: the unknown fields are found in the whole request, before
+	// preparation drops parts of it, and under Ignore in the prepared object
+	// only). On CREATE (the caller set the system metadata: uid,
+	// creationTimestamp, generation, a name from generateName) .status is
+	// dropped when the version has a status subresource. On UPDATE and PATCH
+	// `object` is prepared against `old_object` (pkg/objmeta.PrepareUpdate):
+	// uid, creationTimestamp, deletionTimestamp and
+	// deletionGracePeriodSeconds are the stored ones; with a status
+	// subresource a write of the main resource (or of "scale") keeps the
+	// stored .status and a "status" write keeps everything but .status
+	// (and managedFields); then rest.BeforeUpdate's common metadata
+	// validation runs (pkg/objmeta/metavalidation.ValidateCommonUpdate),
+	// whose errors come first among the causes, so that upstream's 422
+	// lists a metadata error twice (or three times). Without it the caller
+	// has prepared `object` (APPLY always prepares).
+	Prepare       bool `protobuf:"varint,17,opt,name=prepare,proto3" json:"prepare,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -312,6 +331,13 @@ func (x *AdmitRequest) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *AdmitRequest) GetPrepare() bool {
+	if x != nil {
+		return x.Prepare
+	}
+	return false
 }
 
 type AdmitResponse struct {
@@ -507,7 +533,7 @@ var File_crdplane_validator_v1_validator_proto protoreflect.FileDescriptor
 
 const file_crdplane_validator_v1_validator_proto_rawDesc = "" +
 	"\n" +
-	"%crdplane/validator/v1/validator.proto\x12\x15crdplane.validator.v1\x1a\x1fcrdplane/common/v1/common.proto\"\xba\x04\n" +
+	"%crdplane/validator/v1/validator.proto\x12\x15crdplane.validator.v1\x1a\x1fcrdplane/common/v1/common.proto\"\xd4\x04\n" +
 	"\fAdmitRequest\x12,\n" +
 	"\x03crd\x18\x01 \x01(\v2\x1a.crdplane.common.v1.CRDRefR\x03crd\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12>\n" +
@@ -528,7 +554,8 @@ const file_crdplane_validator_v1_validator_proto_rawDesc = "" +
 	"\vapply_patch\x18\x0e \x01(\fR\n" +
 	"applyPatch\x12\x1c\n" +
 	"\tnamespace\x18\x0f \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x10 \x01(\tR\x04name\"\x96\x01\n" +
+	"\x04name\x18\x10 \x01(\tR\x04name\x12\x18\n" +
+	"\aprepare\x18\x11 \x01(\bR\aprepare\"\x96\x01\n" +
 	"\rAdmitResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\x127\n" +
 	"\x06causes\x18\x02 \x03(\v2\x1f.crdplane.common.v1.StatusCauseR\x06causes\x12\x1a\n" +

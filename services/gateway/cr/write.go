@@ -1,29 +1,23 @@
-package gateway
+package cr
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"reflect"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/objmeta"
-	"github.com/crdplane/crdplane/pkg/objsize"
 	"github.com/crdplane/crdplane/pkg/patch"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
-	"github.com/crdplane/crdplane/services/gateway/crd"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 	"github.com/crdplane/crdplane/services/gateway/listing"
 )
@@ -34,36 +28,6 @@ const maxPatchRetries = 8
 
 func isDryRun(dryRun []string) bool { return len(dryRun) > 0 }
 
-// Create serves POST on a collection.
-func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*httpbody.HttpBody, error) {
-	rm := httpx.RequestMetaFrom(ctx)
-	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), ""))
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	opts := &metav1.CreateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
-	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
-		return httpx.Reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
-	}
-	body, err := httpx.DecodeRequestBody(rm, req.GetBody().GetData(), a.bodyFor(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), ""))
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
-	if crds && body.ConvErr != nil {
-		return httpx.Reply(nil, body.YAMLError())
-	}
-	// A YAML body can grow in its conversion: what admission would see is
-	// bounded as a patch result is.
-	if err := objsize.Check(len(body.JSON)); err != nil {
-		return httpx.Reply(nil, err)
-	}
-	if crds {
-		return httpx.Reply(a.crdAPI.Create(ctx, req, opts, body.JSON, out))
-	}
-	return httpx.Reply(a.crCreate(ctx, req, opts, body, out))
-}
-
 // errCreateWhileTerminating is upstream's answer (its CRD handler's, before
 // the body is read) to a create while the CRD is being deleted: 405 naming
 // the group and the resource.
@@ -73,7 +37,7 @@ func errCreateWhileTerminating(r *resource) error {
 	return err
 }
 
-func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body httpx.Body, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
+func (a *Server) Create(ctx context.Context, req *gatewayv1.CreateRequest, opts *metav1.CreateOptions, body httpx.Body, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	ns := req.GetNamespace()
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
 	if err != nil {
@@ -92,23 +56,16 @@ func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, op
 		return nil, err
 	}
 	rvSet := objmeta.String(obj, "resourceVersion") != ""
-	// The status a create drops still counts for unknown fields.
-	var requestObj object
-	if _, ok := obj["status"]; ok && r.hasStatus && opts.FieldValidation != metav1.FieldValidationIgnore {
-		requestObj = maps.Clone(obj)
-	}
-	objmeta.PrepareCreate(obj, a.now(), r.hasStatus)
+	// The system metadata (a name from generateName: the key, and what
+	// errors name); the validator drops .status (AdmitRequest.prepare).
+	objmeta.PrepareCreate(obj, a.now(), false)
 	name := objmeta.String(obj, "name")
 	if err := checkKind(r, obj, name); err != nil {
 		return nil, err
 	}
-	metaErrs, err := validateMetaCreate(r, obj)
-	if err != nil {
-		return nil, err
-	}
 	admitted, err := a.admit(ctx, r, admission{
-		op: validatorv1.Operation_OPERATION_CREATE, obj: obj, name: name, metaErrs: metaErrs, fieldValidation: opts.FieldValidation,
-		strictErrors: strictErrs, requestObj: requestObj, fieldManager: opts.FieldManager,
+		op: validatorv1.Operation_OPERATION_CREATE, obj: obj, name: name, fieldValidation: opts.FieldValidation,
+		strictErrors: strictErrs, fieldManager: opts.FieldManager,
 	})
 	if err != nil {
 		return nil, err
@@ -147,37 +104,7 @@ func (a *kubeAPI) crCreate(ctx context.Context, req *gatewayv1.CreateRequest, op
 	return out.Body(result), nil
 }
 
-// Update serves PUT on an object or its status.
-func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*httpbody.HttpBody, error) {
-	rm := httpx.RequestMetaFrom(ctx)
-	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetSubresource()))
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	opts := &metav1.UpdateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
-	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
-		return httpx.Reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
-	}
-	body, err := httpx.DecodeRequestBody(rm, req.GetBody().GetData(), a.bodyFor(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), req.GetSubresource()))
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
-	if crds && body.ConvErr != nil {
-		return httpx.Reply(nil, body.YAMLError())
-	}
-	// A YAML body can grow in its conversion: what admission would see is
-	// bounded as a patch result is.
-	if err := objsize.Check(len(body.JSON)); err != nil {
-		return httpx.Reply(nil, err)
-	}
-	if crds {
-		return httpx.Reply(a.crdAPI.Update(ctx, req, opts, body.JSON, out))
-	}
-	return httpx.Reply(a.crUpdate(ctx, req, opts, body, out))
-}
-
-func (a *kubeAPI) crUpdate(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body httpx.Body, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
+func (a *Server) Update(ctx context.Context, req *gatewayv1.UpdateRequest, opts *metav1.UpdateOptions, body httpx.Body, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	ns, name, sub := req.GetNamespace(), req.GetName(), req.GetSubresource()
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
 	if err != nil {
@@ -283,7 +210,7 @@ type current struct {
 }
 
 // readCurrent reads an object and converts it to the request version.
-func (a *kubeAPI) readCurrent(ctx context.Context, r *resource, ns, name string) (*current, error) {
+func (a *Server) readCurrent(ctx context.Context, r *resource, ns, name string) (*current, error) {
 	if err := checkObjectPath(r, ns, name); err != nil {
 		return nil, err
 	}
@@ -328,37 +255,24 @@ type updateParams struct {
 var errStale = errors.New("stale")
 
 // applyUpdate runs the update pipeline on obj (at the request version,
-// resourceVersion already checked against cur): metadata rules, admission
-// against the old object, conversion to the storage version, and a
+// resourceVersion already checked against cur): admission against the old
+// object (the validator prepares obj: immutable metadata, .status, the
+// common metadata checks), conversion to the storage version, and a
 // compare-and-swap write at cur's revision. An update that empties the
 // finalizers of an object being deleted deletes it. It returns the result
 // at the request version, or errStale when the CAS lost.
-func (a *kubeAPI) applyUpdate(ctx context.Context, r *resource, cur *current, obj object, p updateParams) ([]byte, error) {
-	old := cur.obj
+func (a *Server) applyUpdate(ctx context.Context, r *resource, cur *current, obj object, p updateParams) ([]byte, error) {
 	if err := checkKind(r, obj, p.name); err != nil {
 		return nil, err
-	}
-	in := maps.Clone(obj)
-	obj = objmeta.PrepareUpdate(obj, deepCopyObject(old), r.hasStatus, p.subresource)
-	metaErrs, err := validateMetaUpdate(r, obj, old)
-	if err != nil {
-		return nil, err
-	}
-	var requestObj object
-	// The request as carried: its unknown fields (unless Ignore), and on
-	// /status what the field manager records (upstream's runs before the
-	// status strategy drops the rest).
-	if (p.fieldValidation != metav1.FieldValidationIgnore || p.subresource == "status") && droppedByPreparation(in, obj, p.subresource == "status") {
-		requestObj = in
 	}
 	op := validatorv1.Operation_OPERATION_UPDATE
 	if p.patch {
 		op = validatorv1.Operation_OPERATION_PATCH
 	}
 	admitted, err := a.admit(ctx, r, admission{
-		op: op, obj: obj, old: old, subresource: p.subresource,
-		name: p.name, metaErrs: metaErrs, fieldValidation: p.fieldValidation,
-		strictErrors: p.strictErrors, requestObj: requestObj, fieldManager: p.fieldManager,
+		op: op, obj: obj, old: cur.obj, subresource: p.subresource,
+		name: p.name, fieldValidation: p.fieldValidation,
+		strictErrors: p.strictErrors, fieldManager: p.fieldManager,
 	})
 	if err != nil {
 		return nil, err
@@ -371,7 +285,7 @@ func (a *kubeAPI) applyUpdate(ctx context.Context, r *resource, cur *current, ob
 // delete when the update empties the finalizers of an object being
 // deleted, else a compare-and-swap write at cur's revision. It returns the
 // result at the request version, or errStale when the CAS lost.
-func (a *kubeAPI) commitUpdate(ctx context.Context, r *resource, cur *current, admitted []byte, p updateParams) ([]byte, error) {
+func (a *Server) commitUpdate(ctx context.Context, r *resource, cur *current, admitted []byte, p updateParams) ([]byte, error) {
 	old := cur.obj
 	newObj, admitted, err := a.setGeneration(r, admitted, old, p.subresource)
 	if err != nil {
@@ -419,34 +333,6 @@ func (a *kubeAPI) commitUpdate(ctx context.Context, r *resource, cur *current, a
 	return a.readObject(ctx, r, resp.GetObject())
 }
 
-// droppedByPreparation reports whether preparing an update replaced part
-// of what the request carried (in, its top level as it came) in prepared:
-// .status on a main-resource write (of a CRD with a status subresource;
-// otherwise it is kept), everything but .status on a status write. Then
-// the unknown fields of the request are not all in prepared: upstream's
-// decoder finds them in the whole request, before its strategies.
-func droppedByPreparation(in, prepared object, status bool) bool {
-	if !status {
-		st, ok := in["status"]
-		pst, pok := prepared["status"]
-		return ok != pok || (ok && !reflect.DeepEqual(st, pst))
-	}
-	for k, v := range in {
-		if k == "status" {
-			continue
-		}
-		if pv, ok := prepared[k]; !ok || !reflect.DeepEqual(v, pv) {
-			return true
-		}
-	}
-	for k := range prepared {
-		if _, ok := in[k]; !ok && k != "status" {
-			return true
-		}
-	}
-	return false
-}
-
 // setGeneration sets metadata.generation of an admitted update as
 // upstream's strategies do, on the object as admission left it (pruned and
 // defaulted, as upstream's decoder hands it to PrepareForUpdate): a status
@@ -454,7 +340,7 @@ func droppedByPreparation(in, prepared object, status bool) bool {
 // outside metadata differs from the old object read back as upstream's
 // storage decoder would (pruned and defaulted with the current schema).
 // It returns the admitted object decoded and encoded.
-func (a *kubeAPI) setGeneration(r *resource, admitted []byte, old object, sub string) (object, []byte, error) {
+func (a *Server) setGeneration(r *resource, admitted []byte, old object, sub string) (object, []byte, error) {
 	obj, err := listing.DecodeObject(admitted)
 	if err != nil {
 		return nil, nil, apierrors.NewInternalError(fmt.Errorf("admitted object: %w", err))
@@ -553,38 +439,7 @@ func finalizers(obj object) []any {
 	return f
 }
 
-// Patch serves PATCH on an object or its status and scale: JSON merge
-// patch, JSON patch and server-side apply; strategic merge patches are 415
-// for custom resources.
-func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpbody.HttpBody, error) {
-	rm := httpx.RequestMetaFrom(ctx)
-	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetSubresource()))
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	pt := patch.Type(rm.ContentType)
-	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
-	if !crds && !patch.Supported(pt) && pt != patch.ApplyYAML {
-		return httpx.Reply(nil, patch.UnsupportedError(pt))
-	}
-	if crds && !crd.PatchTypeAllowed(pt) {
-		return httpx.Reply(nil, crd.ErrUnsupportedMediaType())
-	}
-	opts := &metav1.PatchOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
-	if req.GetForce() {
-		force := true
-		opts.Force = &force
-	}
-	if errs := metav1validation.ValidatePatchOptions(opts, types.PatchType(pt)); len(errs) > 0 {
-		return httpx.Reply(nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
-	}
-	if crds {
-		return httpx.Reply(a.crdAPI.Patch(ctx, req, opts, pt, out))
-	}
-	return httpx.Reply(a.crPatch(ctx, req, opts, pt, out))
-}
-
-func (a *kubeAPI) crPatch(ctx context.Context, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions, pt string, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
+func (a *Server) Patch(ctx context.Context, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions, pt string, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	ns, name, sub := req.GetNamespace(), req.GetName(), req.GetSubresource()
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), ns, scopeObject)
 	if err != nil {

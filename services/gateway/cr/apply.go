@@ -1,4 +1,4 @@
-package gateway
+package cr
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 // revision. A lost race is applied again from a new read, unless the apply
 // pins a resourceVersion (409). It returns the object at the request
 // version, or its Scale on /scale.
-func (a *kubeAPI) crApply(ctx context.Context, r *resource, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions) ([]byte, error) {
+func (a *Server) crApply(ctx context.Context, r *resource, req *gatewayv1.PatchRequest, opts *metav1.PatchOptions) ([]byte, error) {
 	ns, name, sub := req.GetNamespace(), req.GetName(), req.GetSubresource()
 	p := updateParams{
 		name: name, subresource: sub, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
@@ -96,7 +96,7 @@ func (a *kubeAPI) crApply(ctx context.Context, r *resource, req *gatewayv1.Patch
 
 // applyCreate stores the object an apply created (errStale: another
 // writer created it meanwhile).
-func (a *kubeAPI) applyCreate(ctx context.Context, r *resource, ns, name string, obj object, admitted []byte, dryRun bool) ([]byte, error) {
+func (a *Server) applyCreate(ctx context.Context, r *resource, ns, name string, obj object, admitted []byte, dryRun bool) ([]byte, error) {
 	metaErrs, err := validateMetaCreate(r, obj)
 	if err != nil {
 		return nil, err
@@ -130,7 +130,7 @@ func (a *kubeAPI) applyCreate(ctx context.Context, r *resource, ns, name string,
 // applyExisting writes an apply to a stored object: upstream's
 // rest.BeforeUpdate metadata checks, a resourceVersion the apply pins, then
 // the update's write (errStale: the CAS lost).
-func (a *kubeAPI) applyExisting(ctx context.Context, r *resource, cur *current, obj object, admitted []byte, p updateParams) ([]byte, error) {
+func (a *Server) applyExisting(ctx context.Context, r *resource, cur *current, obj object, admitted []byte, p updateParams) ([]byte, error) {
 	metaErrs, err := validateMetaUpdate(r, obj, cur.obj)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package gateway
+package cr
 
 import (
 	"context"
@@ -81,7 +81,7 @@ func (r *resource) scalePrinter() *listing.TablePrinter {
 }
 
 // scaleGet answers GET .../scale from the object (JSON at the request version).
-func (a *kubeAPI) scaleGet(r *resource, out httpx.OutputFormat, rm httpx.RequestMeta, data []byte) (*httpbody.HttpBody, error) {
+func (a *Server) scaleGet(r *resource, out httpx.OutputFormat, rm httpx.RequestMeta, data []byte) (*httpbody.HttpBody, error) {
 	obj, err := listing.DecodeObject(data)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -182,7 +182,7 @@ func checkScaleName(s *autoscalingv1.Scale, name, namespace string) error {
 // the main resource (upstream runs scale writes through the main
 // strategy). A lost race is retried unless the Scale named a
 // resourceVersion. It returns the new Scale.
-func (a *kubeAPI) scaleWrite(ctx context.Context, r *resource, ns, name string, p updateParams, next func(old *autoscalingv1.Scale) (*autoscalingv1.Scale, error)) ([]byte, error) {
+func (a *Server) scaleWrite(ctx context.Context, r *resource, ns, name string, p updateParams, next func(old *autoscalingv1.Scale) (*autoscalingv1.Scale, error)) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
 		cur, err := a.readCurrent(ctx, r, ns, name)
 		if err != nil {
@@ -235,7 +235,7 @@ func (a *kubeAPI) scaleWrite(ctx context.Context, r *resource, ns, name string, 
 
 // scaleUpdate serves PUT .../scale (convErr: the YAML body did not
 // convert to JSON).
-func (a *kubeAPI) scaleUpdate(ctx context.Context, r *resource, ns, name string, body []byte, convErr error, p updateParams) ([]byte, error) {
+func (a *Server) scaleUpdate(ctx context.Context, r *resource, ns, name string, body []byte, convErr error, p updateParams) ([]byte, error) {
 	s, err := decodeScaleUpdate(body, convErr)
 	if err != nil {
 		return nil, err
@@ -247,7 +247,7 @@ func (a *kubeAPI) scaleUpdate(ctx context.Context, r *resource, ns, name string,
 }
 
 // scalePatch serves PATCH .../scale: the patch applies to the current Scale.
-func (a *kubeAPI) scalePatch(ctx context.Context, r *resource, ns, name, pt string, body []byte, p updateParams) ([]byte, error) {
+func (a *Server) scalePatch(ctx context.Context, r *resource, ns, name, pt string, body []byte, p updateParams) ([]byte, error) {
 	first := true
 	return a.scaleWrite(ctx, r, ns, name, p, func(old *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
 		var strictErrs []error

@@ -1,10 +1,10 @@
-package gateway
+package cr
 
 import (
 	"context"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/util/validation/field"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
@@ -17,33 +17,28 @@ type admission struct {
 	old         object // on update, at the request version
 	subresource string
 	name        string
-	// metaErrs are the gateway's own metadata errors; they join the
-	// validator's field errors in one 422, metadata first, as upstream.
-	metaErrs field.ErrorList
 	// fieldValidation is the request's fieldValidation directive.
 	fieldValidation string
 	// strictErrors are the strict decoding errors of the request body
 	// (its duplicate fields), as the directive reports them.
 	strictErrors []string
-	// requestObj is the object as the request carried it, when the
-	// preparation of obj dropped part of it (nil otherwise): its unknown
-	// fields are the request's.
-	requestObj object
 	// fieldManager is the request's fieldManager parameter: the validator
 	// records the write in metadata.managedFields under it (derived from
 	// the User-Agent when empty).
 	fieldManager string
 }
 
-// admit prunes, defaults and validates an object at the request version
-// (its schema is the one that applies, as upstream validates before
-// converting to the storage version). The validator applies the request's
+// admit prepares, prunes, defaults and validates an object at the request
+// version (its schema is the one that applies, as upstream validates
+// before converting to the storage version): the validator prepares it
+// (AdmitRequest.prepare: .status, an update's immutable metadata and its
+// common metadata checks, whose errors come first). The validator applies the request's
 // fieldValidation directive to the body's strict errors and the unknown
 // fields of the whole request (a 400 under Strict, warnings under Warn,
 // nothing under Ignore); its warnings are sent
 // whatever the outcome, as upstream's decoder and strategies record them
 // before answering. Field errors are a 422.
-func (a *kubeAPI) admit(ctx context.Context, r *resource, ad admission) ([]byte, error) {
+func (a *Server) admit(ctx context.Context, r *resource, ad admission) ([]byte, error) {
 	data, err := encodeForAdmission(ad.obj)
 	if err != nil {
 		return nil, err
@@ -59,11 +54,7 @@ func (a *kubeAPI) admit(ctx context.Context, r *resource, ad admission) ([]byte,
 		ManagedFields:   true,
 		FieldManager:    ad.fieldManager,
 		UserAgent:       httpx.RequestMetaFrom(ctx).UserAgent,
-	}
-	if ad.requestObj != nil {
-		if req.RequestObject, err = encodeForAdmission(ad.requestObj); err != nil {
-			return nil, err
-		}
+		Prepare:         true,
 	}
 	if ad.old != nil {
 		if req.OldObject, err = encodeForAdmission(ad.old); err != nil {
@@ -75,13 +66,11 @@ func (a *kubeAPI) admit(ctx context.Context, r *resource, ad admission) ([]byte,
 		return nil, fmt.Errorf("admit %s %q: %w", r.kind, ad.name, err)
 	}
 	httpx.AddWarnings(ctx, resp.GetWarnings()...)
-	causes := httpx.CausesFromFieldErrors(ad.metaErrs)
-	causes = append(causes, httpx.CausesFromProto(resp.GetCauses())...)
-	if len(causes) > 0 {
+	if causes := httpx.CausesFromProto(resp.GetCauses()); len(causes) > 0 {
 		if ad.op == validatorv1.Operation_OPERATION_UPDATE || ad.op == validatorv1.Operation_OPERATION_PATCH {
-			// Upstream validates an update's metadata twice (the gateway's
-			// metaErrs are rest.BeforeUpdate's common fields, the
-			// validator's its strategy's): every metadata error is listed
+			// Upstream validates an update's metadata twice (the
+			// validator's first causes are rest.BeforeUpdate's common
+			// fields, then its strategy's): every metadata error is listed
 			// twice, or three times (ValidateObjectMetaAccessor's labels,
 			// annotations, owner references, ... again).
 			return nil, httpx.NewInvalidAll(r.groupKind(), ad.name, causes)
@@ -89,7 +78,8 @@ func (a *kubeAPI) admit(ctx context.Context, r *resource, ad admission) ([]byte,
 		return nil, httpx.NewInvalid(r.groupKind(), ad.name, causes)
 	}
 	if len(resp.GetObject()) == 0 {
-		return data, nil
+		// The validator prepared the object: what was sent is not it.
+		return nil, apierrors.NewInternalError(fmt.Errorf("the validator admitted %s %q without returning it", r.kind, ad.name))
 	}
 	return resp.GetObject(), nil
 }

@@ -1,4 +1,4 @@
-package gateway
+package cr
 
 import (
 	"context"
@@ -28,10 +28,10 @@ import (
 // maxDeleteRetries bounds the re-reads of a delete racing other writers.
 const maxDeleteRetries = 8
 
-// deleteOptions reads DeleteOptions from the body when there is one, else
+// DeleteOptions reads DeleteOptions from the body when there is one, else
 // from the query (orphanDependents, which the rpcs do not carry, from the
 // raw query), and validates them as kube-apiserver does.
-func deleteOptions(body []byte, query url.Values, dryRun []string, grace *int64, propagation string) (*metav1.DeleteOptions, error) {
+func DeleteOptions(body []byte, query url.Values, dryRun []string, grace *int64, propagation string) (*metav1.DeleteOptions, error) {
 	opts := &metav1.DeleteOptions{}
 	if len(body) > 0 {
 		if err := decodeDeleteOptions(body, opts); err != nil {
@@ -59,42 +59,6 @@ func deleteOptions(body []byte, query url.Values, dryRun []string, grace *int64,
 	return opts, nil
 }
 
-// Delete serves DELETE on one object.
-func (a *kubeAPI) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*httpbody.HttpBody, error) {
-	rm := httpx.RequestMetaFrom(ctx)
-	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), ""))
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	body, err := httpx.DecodeDeleteBody(rm, req.GetBody().GetData())
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	opts, err := deleteOptions(body, rm.Query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
-		return httpx.Reply(a.crdAPI.Delete(ctx, req, opts, out))
-	}
-	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeObject)
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	httpx.AddWarnings(ctx, r.warnings...)
-	doc, deleted, err := a.deleteOne(ctx, r, req.GetNamespace(), req.GetName(), opts)
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	//nolint:staticcheck // upstream still honours orphanDependents
-	if od := opts.OrphanDependents; !deleted && od != nil && !*od {
-		// Upstream's 202 for a cascading delete (orphanDependents=false)
-		// that did not remove the object.
-		httpx.SetHTTPCode(ctx, http.StatusAccepted)
-	}
-	return out.Render(doc)
-}
-
 // deleteOne deletes one custom resource as kube-apiserver's registry does
 // for custom resources (no graceful deletion; garbage collection on): the
 // DeleteOptions preconditions are checked first (409); the finalizers
@@ -104,7 +68,7 @@ func (a *kubeAPI) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*ht
 // returned, otherwise it is removed and a Success Status naming it is
 // returned (deleted). No garbage collector runs: an object with orphan or
 // foregroundDeletion stays until a client removes them.
-func (a *kubeAPI) deleteOne(ctx context.Context, r *resource, ns, name string, opts *metav1.DeleteOptions) (doc []byte, deleted bool, _ error) {
+func (a *Server) deleteOne(ctx context.Context, r *resource, ns, name string, opts *metav1.DeleteOptions) (doc []byte, deleted bool, _ error) {
 	dryRun := isDryRun(opts.DryRun)
 	for attempt := 0; ; attempt++ {
 		cur, err := a.readCurrent(ctx, r, ns, name)
@@ -250,7 +214,7 @@ func checkPreconditions(r *resource, cur *current, name string, pre *metav1.Prec
 // a deletionTimestamp in the future brought to now, and
 // deletionGracePeriodSeconds 0). An object that ends up the same is not
 // written. It returns the object at the request version.
-func (a *kubeAPI) markDeleting(ctx context.Context, r *resource, cur *current, fins []string, changed, dryRun bool) ([]byte, error) {
+func (a *Server) markDeleting(ctx context.Context, r *resource, cur *current, fins []string, changed, dryRun bool) ([]byte, error) {
 	stored, err := listing.DecodeObject(cur.stored)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -298,7 +262,7 @@ func (a *kubeAPI) markDeleting(ctx context.Context, r *resource, cur *current, f
 }
 
 // removeObject deletes an object without finalizers (CAS on its revision).
-func (a *kubeAPI) removeObject(ctx context.Context, r *resource, cur *current, name string, dryRun bool) ([]byte, error) {
+func (a *Server) removeObject(ctx context.Context, r *resource, cur *current, name string, dryRun bool) ([]byte, error) {
 	uid := objmeta.String(cur.obj, "uid")
 	if !dryRun {
 		_, err := a.storage.Delete(ctx, &storagev1.DeleteRequest{Key: cur.key, PreconditionUid: uid, PreconditionResourceVersion: cur.rv})
@@ -326,50 +290,56 @@ func withStatusTypeMeta(s *metav1.Status) *metav1.Status {
 	return s
 }
 
-// DeleteCollection serves DELETE on a collection: every selected object is
-// deleted as by Delete; the answer lists them as they were.
-func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCollectionRequest) (*httpbody.HttpBody, error) {
-	rm := httpx.RequestMetaFrom(ctx)
-	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), ""))
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	body, err := httpx.DecodeDeleteBody(rm, req.GetBody().GetData())
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	opts, err := deleteOptions(body, rm.Query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	params := listing.Params{LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector()}
-	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
-		return httpx.Reply(a.crdAPI.DeleteCollection(ctx, req.GetNamespace(), params, opts, out))
-	}
+// Delete deletes one custom resource (DELETE on an object): opts are the
+// request's options (decoded by DeleteOptions), out its negotiated format.
+// Its errors are ready for the wire (httpx.Reply), its answer rendered in
+// out (Render: protobuf too).
+func (a *Server) Delete(ctx context.Context, req *gatewayv1.DeleteRequest, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeObject)
 	if err != nil {
 		return httpx.Reply(nil, err)
 	}
+	httpx.AddWarnings(ctx, r.warnings...)
+	doc, deleted, err := a.deleteOne(ctx, r, req.GetNamespace(), req.GetName(), opts)
+	if err != nil {
+		return httpx.Reply(nil, err)
+	}
+	//nolint:staticcheck // upstream still honours orphanDependents
+	if od := opts.OrphanDependents; !deleted && od != nil && !*od {
+		// Upstream's 202 for a cascading delete (orphanDependents=false)
+		// that did not remove the object.
+		httpx.SetHTTPCode(ctx, http.StatusAccepted)
+	}
+	return out.Render(doc)
+}
+
+// DeleteCollection deletes every selected custom resource of a collection
+// as Delete does; the answer lists them as they were.
+func (a *Server) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCollectionRequest, params listing.Params, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
+	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeObject)
+	if err != nil {
+		return nil, err
+	}
 	// Upstream's deletecollection lists from etcd: a "." or ".."
 	// namespace is its key's 500.
 	if err := checkStorageKey(r, req.GetNamespace(), ""); err != nil {
-		return httpx.Reply(nil, err)
+		return nil, err
 	}
 	httpx.AddWarnings(ctx, r.warnings...)
 	var all httpx.ListPage
 	for {
 		page, err := a.listStored(ctx, r, req.GetNamespace(), params)
 		if err != nil {
-			return httpx.Reply(nil, err)
+			return nil, err
 		}
 		items, err := a.readObjects(ctx, r, page.Items)
 		if err != nil {
-			return httpx.Reply(nil, err)
+			return nil, err
 		}
 		for _, it := range items {
 			name, ns := listing.ItemNameNamespace(it)
 			if _, _, err := a.deleteOne(ctx, r, ns, name, opts); err != nil && !apierrors.IsNotFound(err) {
-				return httpx.Reply(nil, err)
+				return nil, err
 			}
 		}
 		all.Items = append(all.Items, items...)

@@ -1,4 +1,4 @@
-package gateway
+package cr
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package gateway
+package cr
 
 import (
 	"bytes"
@@ -32,7 +32,7 @@ import (
 // what that schema does not specify is pruned. Under None conversion an
 // object converted from a version with the very same schema is left as it
 // is (it has nothing to prune).
-func (a *kubeAPI) convertObjects(ctx context.Context, r *resource, apiVersion string, objs [][]byte) ([][]byte, error) {
+func (a *Server) convertObjects(ctx context.Context, r *resource, apiVersion string, objs [][]byte) ([][]byte, error) {
 	if len(objs) == 0 {
 		return objs, nil
 	}
@@ -131,7 +131,7 @@ func versionOf(apiVersion string) string {
 // readObjects turns objects read from storage into what the client reads:
 // defaulted with the storage version's schema (when it has defaults), then
 // converted to the request version.
-func (a *kubeAPI) readObjects(ctx context.Context, r *resource, objs [][]byte) ([][]byte, error) {
+func (a *Server) readObjects(ctx context.Context, r *resource, objs [][]byte) ([][]byte, error) {
 	objs, err := a.schemas.readDefaults(r, objs)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -140,7 +140,7 @@ func (a *kubeAPI) readObjects(ctx context.Context, r *resource, objs [][]byte) (
 }
 
 // readObject is readObjects of one object.
-func (a *kubeAPI) readObject(ctx context.Context, r *resource, obj []byte) ([]byte, error) {
+func (a *Server) readObject(ctx context.Context, r *resource, obj []byte) ([]byte, error) {
 	out, err := a.readObjects(ctx, r, [][]byte{obj})
 	if err != nil {
 		return nil, err
@@ -149,7 +149,7 @@ func (a *kubeAPI) readObject(ctx context.Context, r *resource, obj []byte) ([]by
 }
 
 // convertOne converts one object.
-func (a *kubeAPI) convertOne(ctx context.Context, r *resource, apiVersion string, obj []byte) ([]byte, error) {
+func (a *Server) convertOne(ctx context.Context, r *resource, apiVersion string, obj []byte) ([]byte, error) {
 	out, err := a.convertObjects(ctx, r, apiVersion, [][]byte{obj})
 	if err != nil {
 		return nil, err

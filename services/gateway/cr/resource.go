@@ -1,4 +1,4 @@
-package gateway
+package cr
 
 import (
 	"context"
@@ -20,7 +20,6 @@ import (
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
-	"github.com/crdplane/crdplane/services/gateway/crd"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
@@ -102,7 +101,7 @@ const (
 // namespace. Whatever kube-apiserver would not route to a CRD's handler —
 // unknown resource, version not served, CRD not established, scope mismatch
 // — is 404 "the server could not find the requested resource".
-func (a *kubeAPI) resolve(ctx context.Context, group, ver, plural, namespace string, scope verbScope) (*resource, error) {
+func (a *Server) resolve(ctx context.Context, group, ver, plural, namespace string, scope verbScope) (*resource, error) {
 	crd, ok := a.crds.ByResource(group, plural)
 	if !ok || !servable(crd, ver) {
 		crd, ok = a.catchUp(ctx, group, plural, ver)
@@ -169,7 +168,7 @@ func servable(crd *apiextensionsv1.CustomResourceDefinition, ver string) bool {
 // and, when it serves the resource, the request waits for the watch to
 // deliver that generation (bounded by CRDWait). Unknown resources cost one
 // registry read and no wait.
-func (a *kubeAPI) catchUp(ctx context.Context, group, plural, ver string) (*apiextensionsv1.CustomResourceDefinition, bool) {
+func (a *Server) catchUp(ctx context.Context, group, plural, ver string) (*apiextensionsv1.CustomResourceDefinition, bool) {
 	if a.registry == nil {
 		return nil, false
 	}
@@ -302,11 +301,6 @@ func deprecationWarning(deprecated string, spec apiextensionsv1.CustomResourceDe
 	return msg + fmt.Sprintf("; use %s/%s %s", spec.Group, newer[0], spec.Names.Kind)
 }
 
-// isCRDs reports whether a request addresses the CRDs themselves.
-func isCRDs(group, ver, plural string) bool {
-	return crd.IsCRDs(group, ver, plural)
-}
-
 // fieldAllowed reports whether a custom resource of r can be selected by f.
 func (r *resource) fieldAllowed(f string) bool {
 	switch f {
@@ -321,4 +315,35 @@ func (r *resource) fieldAllowed(f string) bool {
 		}
 	}
 	return false
+}
+
+// Kind resolves a request for one object of group/version/plural in
+// namespace and returns the resource's kind (a path that serves nothing
+// is its 404): what a protobuf body's 400 names.
+func (a *Server) Kind(ctx context.Context, group, version, plural, namespace string) (string, error) {
+	r, err := a.resolve(ctx, group, version, plural, namespace, scopeObject)
+	if err != nil {
+		return "", err
+	}
+	return r.kind, nil
+}
+
+// Refuse is the custom resource handler's answer to a request it refuses
+// once the resource resolves (the root's router reads which): a
+// subresource the version does not have is 404, an update or patch of a
+// collection 400 "name must be provided", any other verb 405. warnings
+// are the version's deprecation warnings, sent with the answer once the
+// resource resolved.
+func (a *Server) Refuse(ctx context.Context, group, version, plural, namespace, name, sub, verb string) (warnings []string, err error) {
+	res, err := a.resolve(ctx, group, version, plural, namespace, scopeObject)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSubresource(res, sub, name); err != nil {
+		return res.warnings, err
+	}
+	if name == "" && (verb == "update" || verb == "patch") {
+		return res.warnings, apierrors.NewBadRequest("name must be provided")
+	}
+	return res.warnings, apierrors.NewMethodNotSupported(res.groupResource(), verb)
 }

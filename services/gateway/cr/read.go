@@ -1,4 +1,4 @@
-package gateway
+package cr
 
 import (
 	"context"
@@ -53,21 +53,7 @@ func checkSubresource(r *resource, sub, name string) error {
 	return apierrors.NewNotFound(r.groupResource(), name)
 }
 
-// Get serves GET on one object (and its status and scale subresources).
-func (a *kubeAPI) Get(ctx context.Context, req *gatewayv1.GetRequest) (*httpbody.HttpBody, error) {
-	rm := httpx.RequestMetaFrom(ctx)
-	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
-	out, err := httpx.NegotiateOutput(rm, readTarget(crds, req.GetSubresource()))
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	if crds {
-		return httpx.Reply(a.crdAPI.Get(ctx, req, out, rm))
-	}
-	return httpx.Reply(a.crGet(ctx, req, out, rm))
-}
-
-func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
+func (a *Server) Get(ctx context.Context, req *gatewayv1.GetRequest, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeObject)
 	if err != nil {
 		return nil, err
@@ -108,46 +94,7 @@ func (a *kubeAPI) crGet(ctx context.Context, req *gatewayv1.GetRequest, out http
 	})
 }
 
-// readTarget is the endpoint kind of a GET: a CRD (or its status), a
-// custom resource's scale subresource, or a custom resource.
-func readTarget(crds bool, sub string) httpx.Target {
-	switch {
-	case crds:
-		return httpx.TargetCRD
-	case sub == "scale":
-		return httpx.TargetScale
-	}
-	return httpx.TargetCustomResource
-}
-
-// List serves GET on a collection.
-func (a *kubeAPI) List(ctx context.Context, req *gatewayv1.ListRequest) (*httpbody.HttpBody, error) {
-	rm := httpx.RequestMetaFrom(ctx)
-	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
-	target := httpx.TargetCustomResource
-	if crds {
-		target = httpx.TargetCRDCollection
-	}
-	out, err := httpx.NegotiateOutput(rm, target)
-	if err != nil {
-		return httpx.Reply(nil, err)
-	}
-	params := listing.Params{
-		LabelSelector:        req.GetLabelSelector(),
-		FieldSelector:        req.GetFieldSelector(),
-		Limit:                req.GetLimit(),
-		ContinueToken:        req.GetContinue(),
-		ResourceVersion:      req.GetResourceVersion(),
-		ResourceVersionMatch: req.GetResourceVersionMatch(),
-		SendInitialEvents:    req.SendInitialEvents,
-	}
-	if crds {
-		return httpx.Reply(a.crdAPI.List(ctx, req.GetNamespace(), params, out, rm))
-	}
-	return httpx.Reply(a.crList(ctx, req, params, out, rm))
-}
-
-func (a *kubeAPI) crList(ctx context.Context, req *gatewayv1.ListRequest, params listing.Params, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
+func (a *Server) List(ctx context.Context, req *gatewayv1.ListRequest, params listing.Params, out httpx.OutputFormat, rm httpx.RequestMeta) (*httpbody.HttpBody, error) {
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeCollection)
 	if err != nil {
 		return nil, err
@@ -166,7 +113,7 @@ func (a *kubeAPI) crList(ctx context.Context, req *gatewayv1.ListRequest, params
 }
 
 // listStored reads one page of a collection at the storage version.
-func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string, params listing.Params) (httpx.ListPage, error) {
+func (a *Server) listStored(ctx context.Context, r *resource, namespace string, params listing.Params) (httpx.ListPage, error) {
 	opts, err := listing.ParseOptions(params)
 	if err != nil {
 		return httpx.ListPage{}, err
@@ -212,43 +159,7 @@ func (a *kubeAPI) listStored(ctx context.Context, r *resource, namespace string,
 	}, nil
 }
 
-// Watch serves watches (the legacy /watch/ paths, and ?watch=true reads
-// the edge rewrites onto them).
-func (a *kubeAPI) Watch(req *gatewayv1.WatchRequest, stream gatewayv1.KubeAPIService_WatchServer) error {
-	ctx := stream.Context()
-	params := listing.Params{
-		LabelSelector:        req.GetLabelSelector(),
-		FieldSelector:        req.GetFieldSelector(),
-		ResourceVersion:      req.GetResourceVersion(),
-		ResourceVersionMatch: req.GetResourceVersionMatch(),
-		TimeoutSeconds:       req.GetTimeoutSeconds(),
-		AllowWatchBookmarks:  req.GetAllowWatchBookmarks(),
-		SendInitialEvents:    req.SendInitialEvents,
-		Watch:                true,
-		Name:                 watch.NameFrom(ctx),
-	}
-	rm := httpx.RequestMetaFrom(ctx)
-	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
-	target := httpx.TargetCustomResource
-	if crds {
-		target = httpx.TargetCRDCollection
-	}
-	out, err := httpx.NegotiateWatch(rm, target)
-	if err != nil {
-		return watch.Fail(ctx, stream, target, err)
-	}
-	if crds {
-		err = a.crdAPI.Watch(ctx, req.GetNamespace(), params, stream, out, rm)
-	} else {
-		err = a.crWatch(ctx, req, params, stream, out, rm)
-	}
-	if err != nil {
-		return watch.Fail(ctx, stream, target, err)
-	}
-	return nil
-}
-
-func (a *kubeAPI) crWatch(ctx context.Context, req *gatewayv1.WatchRequest, params listing.Params, stream gatewayv1.KubeAPIService_WatchServer, out httpx.OutputFormat, rm httpx.RequestMeta) error {
+func (a *Server) Watch(ctx context.Context, req *gatewayv1.WatchRequest, params listing.Params, stream gatewayv1.KubeAPIService_WatchServer, out httpx.OutputFormat, rm httpx.RequestMeta) error {
 	r, err := a.resolve(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), scopeCollection)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package gateway
+package cr
 
 import (
 	"context"
@@ -99,7 +99,7 @@ func patchedQuote(cur object, pt string, body, patched []byte) []byte {
 // whatever the directive, the patch's own strict errors disregarded).
 // quoted is the patched object as upstream has it (patchedQuote), which a
 // missing kind's error quotes.
-func (a *kubeAPI) decodePatched(r *resource, patched []byte, directive string, quoted func() []byte) (strictErrs []error, err error) {
+func (a *Server) decodePatched(r *resource, patched []byte, directive string, quoted func() []byte) (strictErrs []error, err error) {
 	strict := directive != metav1.FieldValidationIgnore
 	var obj object
 	decErr := listing.UnmarshalJSON(patched, &obj)

@@ -1,4 +1,4 @@
-package gateway
+package cr
 
 import (
 	"bytes"
@@ -252,31 +252,11 @@ func validateMetaCreate(r *resource, obj object) (field.ErrorList, error) {
 }
 
 // validateMetaUpdate is rest.BeforeUpdate's common-field validation of an
-// update (v1.33's validateCommonFields: ValidateObjectMetaAccessor with
-// path-segment names, then ValidateObjectMetaAccessorUpdate), which comes
-// before the strategy's; the validator then validates the metadata again
-// as the strategy does (ValidateObjectMetaAccessorUpdate), so upstream
-// lists a metadata error two or three times.
-//
-// Metadata that does not even decode is left to the validator, which
-// answers it with upstream's decoding error.
+// update (metavalidation.ValidateCommonUpdate). The validator runs it on
+// the updates it prepares (AdmitRequest.prepare); the gateway on an apply,
+// once the validator merged and admitted it.
 func validateMetaUpdate(r *resource, obj, old object) (field.ErrorList, error) {
-	om, err := objectMeta(obj)
-	if err != nil {
-		return nil, nil
-	}
-	oom, err := objectMeta(old)
-	if err != nil {
-		return nil, nil
-	}
-	// managedFields are validated by the validator after its field
-	// manager replaced what a client sent that does not decode (upstream's
-	// field manager runs before rest.BeforeUpdate).
-	om.ManagedFields, oom.ManagedFields = nil, nil
-	path := field.NewPath("metadata")
-	errs := metavalidation.ValidateObjectMetaAccessor(om, r.namespaced, metavalidation.ValidatePathSegmentName, path)
-	errs = append(errs, metavalidation.ValidateObjectMetaAccessorUpdate(om, oom, path)...)
-	return errs, nil
+	return metavalidation.ValidateCommonUpdate(obj, old, r.namespaced), nil
 }
 
 // resourceVersion reads metadata.resourceVersion as a revision (0: unset)
