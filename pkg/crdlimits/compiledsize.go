@@ -217,3 +217,16 @@ func CompiledSizeMessage(total int64, versions int) string {
 	return fmt.Sprintf("must have at most %d bytes of estimated compiled size (found %d bytes in %d %s; "+
 		"try fewer properties, x-kubernetes-validations rules, patterns or versions)", int64(MaxCompiledBytes), total, versions, unit)
 }
+
+// CompiledSizeAllowed reports whether crd's estimate (total) is within
+// MaxCompiledBytes, or, on update (old is the stored CRD, else nil), does
+// not exceed old's: a CRD stored over the bound (by an earlier release
+// with other weights, or by kube-apiserver) stays writable as long as it
+// does not grow.
+func CompiledSizeAllowed(crd, old *apiextensionsv1.CustomResourceDefinition) (total int64, ok bool) {
+	total = EstimateCompiledSize(crd).Total()
+	if total <= MaxCompiledBytes {
+		return total, true
+	}
+	return total, old != nil && total <= EstimateCompiledSize(old).Total()
+}

@@ -105,14 +105,11 @@ func sharedSchema(versions []crdlimits.VersionSchema) *crdlimits.VersionSchema {
 // written as long as its estimate does not grow: the weights may change
 // between releases, and a stored CRD must stay updatable.
 func validateCompiledSize(crd, old *CRD, in *apiextensions.CustomResourceDefinition) field.ErrorList {
+	total, ok := crdlimits.CompiledSizeAllowed(crd, old)
+	if ok {
+		return nil
+	}
 	size := crdlimits.EstimateCompiledSize(crd)
-	total := size.Total()
-	if total <= crdlimits.MaxCompiledBytes {
-		return nil
-	}
-	if old != nil && total <= crdlimits.EstimateCompiledSize(old).Total() {
-		return nil
-	}
 	p := field.NewPath("spec", "validation", "openAPIV3Schema")
 	if in.Spec.Validation == nil {
 		largest := 0

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/crdplane/crdplane/pkg/crdlimits"
 	"github.com/crdplane/crdplane/pkg/crdlimits/crdgen"
 )
@@ -118,16 +116,6 @@ func TestMeasureCompiledSize(t *testing.T) {
 	t.Log("\n" + strings.Join(lines, "\n"))
 }
 
-func genCRD(t testing.TB, s crdgen.Shape) *CRD {
-	t.Helper()
-	crd := &CRD{}
-	if err := json.Unmarshal(s.JSON(), crd); err != nil {
-		t.Fatal(err)
-	}
-	crd.UID, crd.Generation = types.UID("gen-"+crd.Name), 1
-	crd.Status.AcceptedNames = crd.Spec.Names
-	return crd
-}
 
 // TestMeasureSynthetic prints the heap kept per schema element.
 func TestMeasureSynthetic(t *testing.T) {
