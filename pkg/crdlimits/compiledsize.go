@@ -98,8 +98,7 @@ func (c SchemaCost) Decoded() int64 {
 }
 
 // EstimateCompiledSize estimates what crd takes once decoded and
-// compiled, in one walk of its schemas (no allocation but a stack of
-// pending sub-schemas).
+// compiled, in one walk of its schemas.
 func EstimateCompiledSize(crd *apiextensionsv1.CustomResourceDefinition) CompiledSize {
 	out := CompiledSize{Versions: make([]int64, len(crd.Spec.Versions))}
 	var nodes int64
@@ -118,92 +117,98 @@ func EstimateCompiledSize(crd *apiextensionsv1.CustomResourceDefinition) Compile
 }
 
 // EstimateSchema counts what a schema holds that costs memory once
-// compiled.
+// compiled. It walks the schema once, recursively (the registry bounds the
+// depth; a stored deeper schema costs stack, not heap), allocating nothing.
 func EstimateSchema(s *apiextensionsv1.JSONSchemaProps) SchemaCost {
 	var c SchemaCost
-	if s == nil {
-		return c
-	}
-	stack := make([]*apiextensionsv1.JSONSchemaProps, 1, 64)
-	stack[0] = s
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		c.Nodes++
-		for _, r := range n.XValidations {
-			c.Expressions++
-			c.ExprBytes += int64(len(r.Rule))
-			if r.MessageExpression != "" {
-				c.Expressions++
-				c.ExprBytes += int64(len(r.MessageExpression))
-			}
-			c.TextBytes += int64(len(r.Message) + len(r.FieldPath))
-		}
-		if n.Pattern != "" {
-			c.Patterns++
-			c.PatternBytes += int64(len(n.Pattern))
-		}
-		if n.Default != nil {
-			c.ValueBytes += int64(len(n.Default.Raw))
-		}
-		if n.Example != nil {
-			c.ValueBytes += int64(len(n.Example.Raw))
-		}
-		for _, e := range n.Enum {
-			c.ValueBytes += int64(len(e.Raw)) + 24
-		}
-		c.TextBytes += int64(len(n.Description) + len(n.Title) + len(n.Format) + len(n.Type))
-		for _, r := range n.Required {
-			c.TextBytes += int64(len(r)) + 16
-		}
-		for _, k := range n.XListMapKeys {
-			c.TextBytes += int64(len(k)) + 16
-		}
-		for k := range n.Properties {
-			p := n.Properties[k]
-			c.TextBytes += int64(len(k))
-			stack = append(stack, &p)
-		}
-		for k := range n.PatternProperties {
-			p := n.PatternProperties[k]
-			c.TextBytes += int64(len(k))
-			stack = append(stack, &p)
-		}
-		for k := range n.Definitions {
-			p := n.Definitions[k]
-			c.TextBytes += int64(len(k))
-			stack = append(stack, &p)
-		}
-		for k := range n.Dependencies {
-			c.TextBytes += int64(len(k))
-			if d := n.Dependencies[k]; d.Schema != nil {
-				stack = append(stack, d.Schema)
-			}
-		}
-		if n.Items != nil {
-			if n.Items.Schema != nil {
-				stack = append(stack, n.Items.Schema)
-			}
-			for i := range n.Items.JSONSchemas {
-				stack = append(stack, &n.Items.JSONSchemas[i])
-			}
-		}
-		if n.AdditionalProperties != nil && n.AdditionalProperties.Schema != nil {
-			stack = append(stack, n.AdditionalProperties.Schema)
-		}
-		if n.AdditionalItems != nil && n.AdditionalItems.Schema != nil {
-			stack = append(stack, n.AdditionalItems.Schema)
-		}
-		for _, l := range [][]apiextensionsv1.JSONSchemaProps{n.AllOf, n.AnyOf, n.OneOf} {
-			for i := range l {
-				stack = append(stack, &l[i])
-			}
-		}
-		if n.Not != nil {
-			stack = append(stack, n.Not)
-		}
+	if s != nil {
+		c.add(s)
 	}
 	return c
+}
+
+func (c *SchemaCost) add(n *apiextensionsv1.JSONSchemaProps) {
+	c.node(n)
+	c.children(n)
+}
+
+// node counts n itself.
+func (c *SchemaCost) node(n *apiextensionsv1.JSONSchemaProps) {
+	c.Nodes++
+	for i := range n.XValidations {
+		r := &n.XValidations[i]
+		c.Expressions++
+		c.ExprBytes += int64(len(r.Rule))
+		if r.MessageExpression != "" {
+			c.Expressions++
+			c.ExprBytes += int64(len(r.MessageExpression))
+		}
+		c.TextBytes += int64(len(r.Message) + len(r.FieldPath))
+	}
+	if n.Pattern != "" {
+		c.Patterns++
+		c.PatternBytes += int64(len(n.Pattern))
+	}
+	if n.Default != nil {
+		c.ValueBytes += int64(len(n.Default.Raw))
+	}
+	if n.Example != nil {
+		c.ValueBytes += int64(len(n.Example.Raw))
+	}
+	for i := range n.Enum {
+		c.ValueBytes += int64(len(n.Enum[i].Raw)) + 24
+	}
+	c.TextBytes += int64(len(n.Description) + len(n.Title) + len(n.Format) + len(n.Type))
+	for _, r := range n.Required {
+		c.TextBytes += int64(len(r)) + 16
+	}
+	for _, k := range n.XListMapKeys {
+		c.TextBytes += int64(len(k)) + 16
+	}
+}
+
+// children counts the schemas below n. Map values are walked by value
+// (addValue), so that no copy of a schema escapes to the heap.
+func (c *SchemaCost) children(n *apiextensionsv1.JSONSchemaProps) {
+	for _, m := range [...]map[string]apiextensionsv1.JSONSchemaProps{n.Properties, n.PatternProperties, n.Definitions} {
+		for k, p := range m {
+			c.TextBytes += int64(len(k))
+			c.addValue(p)
+		}
+	}
+	for k, d := range n.Dependencies {
+		c.TextBytes += int64(len(k))
+		if d.Schema != nil {
+			c.add(d.Schema)
+		}
+	}
+	if n.Items != nil {
+		if n.Items.Schema != nil {
+			c.add(n.Items.Schema)
+		}
+		for i := range n.Items.JSONSchemas {
+			c.add(&n.Items.JSONSchemas[i])
+		}
+	}
+	if n.AdditionalProperties != nil && n.AdditionalProperties.Schema != nil {
+		c.add(n.AdditionalProperties.Schema)
+	}
+	if n.AdditionalItems != nil && n.AdditionalItems.Schema != nil {
+		c.add(n.AdditionalItems.Schema)
+	}
+	for _, l := range [...][]apiextensionsv1.JSONSchemaProps{n.AllOf, n.AnyOf, n.OneOf} {
+		for i := range l {
+			c.add(&l[i])
+		}
+	}
+	if n.Not != nil {
+		c.add(n.Not)
+	}
+}
+
+func (c *SchemaCost) addValue(n apiextensionsv1.JSONSchemaProps) {
+	c.node(&n)
+	c.children(&n)
 }
 
 // CompiledSizeMessage is the message of a CRD over MaxCompiledBytes

@@ -58,37 +58,34 @@ func measureCRD(t testing.TB, crd *CRD, n int) compiledParts {
 		}
 		return c
 	})
-	for _, v := range crd.Spec.Versions {
-		var err error
-		c := retained(n, func() any {
-			cv, e := compileVersion(crd, v.Name)
-			if e != nil {
-				err = e
+	p.compiled = retained(n, func() any {
+		var out []*compiledVersion
+		for _, v := range crd.Spec.Versions {
+			cv, err := compileVersion(crd, v.Name)
+			if err != nil {
+				t.Fatal(err)
 			}
-			return cv
-		})
-		if err != nil {
-			t.Fatalf("%s %s: %v", crd.Name, v.Name, err)
+			out = append(out, cv)
 		}
-		cvs := make([]*compiledVersion, n)
-		for i := range cvs {
-			cvs[i], _ = compileVersion(crd, v.Name)
-		}
-		i := 0
-		f := retained(n, func() any {
-			_, e := cvs[i].managers()
-			if e != nil {
-				err = e
+		return out
+	})
+	// everything the cache holds once every version served an apply: the
+	// compiled versions, their field managers and the CRD's type converter
+	all := retained(n, func() any {
+		c := newCompiledCache(1 << 40)
+		for _, v := range crd.Spec.Versions {
+			cv, err := c.get(crd, v.Name)
+			if err != nil {
+				t.Fatal(err)
 			}
-			i++
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("%s %s managers: %v", crd.Name, v.Name, err)
+			if _, err := cv.managers(); err != nil {
+				t.Fatal(err)
+			}
 		}
-		runtime.KeepAlive(cvs)
-		p.compiled += c
-		p.fm += f
+		return c
+	})
+	if all > p.compiled {
+		p.fm = all - p.compiled
 	}
 	return p
 }
@@ -117,36 +114,41 @@ func TestMeasureCompiledSize(t *testing.T) {
 }
 
 
-// TestMeasureSynthetic prints the heap kept per schema element.
-func TestMeasureSynthetic(t *testing.T) {
-	if os.Getenv("CRDPLANE_MEASURE_CRDS") == "" {
-		t.Skip("set CRDPLANE_MEASURE_CRDS")
-	}
-	base := measureCRD(t, genCRD(t, crdgen.Shape{}), 10)
-	t.Logf("empty: json=%d compiled=%d fm=%d", base.json, base.compiled, base.fm)
+// BenchmarkCompiledSize compiles synthetic CRDs of growing size through
+// the validator's compile path (every version, CEL programs, field
+// managers and type converter, as after an apply to each version) and
+// reports the heap they keep with the decoded CRD (held-B), against their
+// JSON (json-B) and the registry's estimate (estimate-B):
+//
+//	go test -run '^$' -bench CompiledSize -benchtime 1x -count 5 ./services/validator
+func BenchmarkCompiledSize(b *testing.B) {
 	for _, tc := range []struct {
 		name string
-		n    int
 		s    crdgen.Shape
 	}{
-		{"strings", 1000, crdgen.Shape{Strings: 1000}},
-		{"strings", 10000, crdgen.Shape{Strings: 10000}},
-		{"objects(1 field)", 1000, crdgen.Shape{Objects: 1000, Fields: 1}},
-		{"objects(10 fields)", 100, crdgen.Shape{Objects: 100, Fields: 10}},
-		{"rules", 100, crdgen.Shape{Rules: 100}},
-		{"rules", 1000, crdgen.Shape{Rules: 1000}},
-		{"listmaps", 1000, crdgen.Shape{ListMaps: 1000}},
-		{"patterns", 1000, crdgen.Shape{Patterns: 1000}},
-		{"descriptions(100B)", 1000, crdgen.Shape{Strings: 1000, Description: 100}},
-		{"versions x strings1000", 10, crdgen.Shape{Versions: 10, Strings: 1000}},
-		{"versions x strings1000 distinct", 10, crdgen.Shape{Versions: 10, Strings: 1000, Distinct: true}},
+		{"strings=100", crdgen.Shape{Strings: 100}},
+		{"strings=1000", crdgen.Shape{Strings: 1000}},
+		{"strings=10000", crdgen.Shape{Strings: 10000}},
+		{"objects=100x10", crdgen.Shape{Objects: 100, Fields: 10}},
+		{"rules=100", crdgen.Shape{Rules: 100}},
+		{"rules=1000", crdgen.Shape{Rules: 1000}},
+		{"listmaps=1000", crdgen.Shape{ListMaps: 1000}},
+		{"patterns=1000", crdgen.Shape{Patterns: 1000}},
+		{"descriptions=1000x100B", crdgen.Shape{Strings: 1000, Description: 100}},
+		{"versions=10xstrings=1000", crdgen.Shape{Versions: 10, Strings: 1000, Distinct: true}},
 	} {
-		p := measureCRD(t, genCRD(t, tc.s), 2)
-		t.Logf("%-32s n=%5d json=%8d compiled=%10d (%6.1fx, %6d/unit) fm=%10d (%6.1fx, %6d/unit)", tc.name, tc.n, p.json,
-			p.compiled, float64(p.compiled)/float64(p.json), (int(p.compiled)-int(base.compiled))/tc.n,
-			p.fm, float64(p.fm)/float64(p.json), (int(p.fm)-int(base.fm))/tc.n)
-		t.Logf("%-32s decoded=%10d (%6.1fx, %6d/unit)", "", p.decoded, float64(p.decoded)/float64(p.json), (int(p.decoded)-int(base.decoded))/tc.n)
-		t.Log(p.String(fmt.Sprintf("%s %d", tc.name, tc.n)))
+		b.Run(tc.name, func(b *testing.B) {
+			crd := genCRD(b, tc.s)
+			var p compiledParts
+			for b.Loop() {
+				p = measureCRD(b, crd, 1)
+			}
+			b.ReportMetric(float64(p.json), "json-B")
+			b.ReportMetric(float64(p.measured()), "held-B")
+			b.ReportMetric(float64(p.estimate.Total()), "estimate-B")
+			b.ReportMetric(float64(p.measured())/float64(p.json), "held/json")
+			b.ReportMetric(float64(p.measured())/float64(p.estimate.Total()), "held/estimate")
+		})
 	}
 }
 
