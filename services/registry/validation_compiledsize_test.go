@@ -97,13 +97,15 @@ func TestCompiledSizeLimit(t *testing.T) {
 				}
 				return
 			}
-			created := createT(t, ok.JSON())
+			if got := createT(t, ok.JSON()); got.Name != ok.Name+".gen.example.com" {
+				t.Errorf("created %s", got.Name)
+			}
 			t.Logf("%s: %d strings, %d bytes of JSON, estimate %d: created; one more string: refused", tc.name, ok.Strings, len(ok.JSON()), estimate(t, ok.JSON()))
 
 			// an update that takes a small CRD over the bound is refused too
 			small := over
 			small.Name, small.Strings = fmt.Sprintf("big%ds", groupSeq.Add(1)), 10
-			created = createT(t, small.JSON())
+			created := createT(t, small.JSON())
 			grown := over
 			grown.Name = small.Name
 			var obj map[string]any
