@@ -3,7 +3,9 @@ package validator
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime"
 	"runtime/metrics"
@@ -279,5 +281,32 @@ func TestCompiledMemoryOfLargestCRD(t *testing.T) {
 		if peak > 3*crdlimits.MaxCompiledBytes {
 			t.Errorf("%s: peak %d bytes, over %d", tc.name, peak, 3*crdlimits.MaxCompiledBytes)
 		}
+	}
+}
+
+func TestCompiledMemoryLimitFlag(t *testing.T) {
+	for _, tc := range []struct {
+		arg  string
+		want int64
+		err  bool
+	}{
+		{"256Mi", 256 << 20, false},
+		{"1G", 1_000_000_000, false},
+		{"1048576", 1 << 20, false},
+		{"0", 0, false},
+		{"-1Mi", 0, true},
+		{"lots", 0, true},
+	} {
+		var cfg Config
+		fs := flag.NewFlagSet("validator", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		cfg.RegisterFlags(fs)
+		err := fs.Parse([]string{"--compiled-crd-memory-limit=" + tc.arg})
+		if (err != nil) != tc.err || (err == nil && cfg.CompiledMemoryLimit != tc.want) {
+			t.Errorf("%s: %d, %v", tc.arg, cfg.CompiledMemoryLimit, err)
+		}
+	}
+	if d := DefaultCompiledMemoryLimit(); d < 2*crdlimits.MaxCompiledBytes {
+		t.Errorf("default %d", d)
 	}
 }
