@@ -113,7 +113,6 @@ func TestMeasureCompiledSize(t *testing.T) {
 	t.Log("\n" + strings.Join(lines, "\n"))
 }
 
-
 // BenchmarkCompiledSize compiles synthetic CRDs of growing size through
 // the validator's compile path (every version, CEL programs, field
 // managers and type converter, as after an apply to each version) and
