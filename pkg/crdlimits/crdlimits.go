@@ -4,7 +4,11 @@
 // decoder (10000), etcd's value size and the CEL cost estimates. A schema
 // that nests thousands of levels passes all of those and then costs
 // hundreds of MiB in every component that compiles it; MaxSchemaDepth
-// rejects it at CRD write time (services/registry/README.md).
+// rejects it at CRD write time (services/registry/README.md). A wide
+// schema is the same problem in another shape: 3 MiB of small properties
+// or CEL rules hold 50–60 times their size once compiled;
+// EstimateCompiledSize estimates that memory from the schema, and
+// MaxCompiledBytes bounds it per CRD (compiledsize.go).
 package crdlimits
 
 import "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"

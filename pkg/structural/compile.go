@@ -371,13 +371,21 @@ func supportedFormat(format string) string {
 
 // patterns caches compiled patterns, shared by every schema (and every
 // generation of a CRD) that uses them, as kube-openapi's validator does;
-// it stops growing at maxCachedPatterns.
+// it stops growing at maxCachedPatterns or maxCachedPatternBytes of
+// pattern text (a compiled pattern takes tens of bytes per byte of text:
+// the cache stays within a few MiB, which no CRD can grow). A pattern not
+// cached belongs to its schema, whose memory the compiled-CRD budgets
+// account (pkg/crdlimits).
 var patterns struct {
 	sync.Mutex
-	m map[string]*regexp.Regexp
+	m     map[string]*regexp.Regexp
+	bytes int
 }
 
-const maxCachedPatterns = 4096
+const (
+	maxCachedPatterns     = 4096
+	maxCachedPatternBytes = 256 << 10
+)
 
 func compilePattern(pattern string) (*regexp.Regexp, error) {
 	patterns.Lock()
@@ -395,8 +403,9 @@ func compilePattern(pattern string) (*regexp.Regexp, error) {
 	if patterns.m == nil {
 		patterns.m = map[string]*regexp.Regexp{}
 	}
-	if len(patterns.m) < maxCachedPatterns {
+	if len(patterns.m) < maxCachedPatterns && patterns.bytes+len(pattern) <= maxCachedPatternBytes {
 		patterns.m[pattern] = re
+		patterns.bytes += len(pattern)
 	}
 	return re, nil
 }

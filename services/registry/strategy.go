@@ -143,6 +143,9 @@ func validateCRDWithWarnings(ctx context.Context, checks schemaChecks, crd, old 
 		}
 		errs = validateUpdate(ctx, in, oldIn)
 	}
+	// before the validator's checks, which compile the schemas (and are
+	// skipped when this finds a fault)
+	errs = append(errs, validateCompiledSize(crd, old, in)...)
 	errs, warnings, err := withSchemaChecks(ctx, checks, crd, old, errs)
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"bytes"
 	"fmt"
 
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -91,4 +92,33 @@ func sharedSchema(versions []crdlimits.VersionSchema) *crdlimits.VersionSchema {
 		}
 	}
 	return &versions[0]
+}
+
+// validateCompiledSize refuses a CRD whose estimated memory once decoded
+// and compiled (crdlimits.EstimateCompiledSize: every version's compiled
+// schema and CEL programs, the type converter, the decoded CRD) exceeds
+// crdlimits.MaxCompiledBytes, so that no CRD write can take the gateway or
+// a validator past its memory limit (README.md). in is crd's internal
+// form, whose paths the error uses: spec.validation.openAPIV3Schema when
+// the versions share one schema, else the schema of the version that
+// weighs most. On update (old set) a CRD already over the bound may be
+// written as long as its estimate does not grow: the weights may change
+// between releases, and a stored CRD must stay updatable.
+func validateCompiledSize(crd, old *CRD, in *apiextensions.CustomResourceDefinition) field.ErrorList {
+	total, ok := crdlimits.CompiledSizeAllowed(crd, old)
+	if ok {
+		return nil
+	}
+	size := crdlimits.EstimateCompiledSize(crd)
+	p := field.NewPath("spec", "validation", "openAPIV3Schema")
+	if in.Spec.Validation == nil {
+		largest := 0
+		for i, v := range size.Versions {
+			if v > size.Versions[largest] {
+				largest = i
+			}
+		}
+		p = field.NewPath("spec", "versions").Index(largest).Child("schema", "openAPIV3Schema")
+	}
+	return field.ErrorList{field.Forbidden(p, crdlimits.CompiledSizeMessage(total, len(crd.Spec.Versions)))}
 }

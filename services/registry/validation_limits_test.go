@@ -220,10 +220,12 @@ func TestDeepSchemaUpdateAndPatch(t *testing.T) {
 	}
 }
 
-// Real CRDs stay well within the limit and valid: prometheus-operator's
+// Real CRDs stay well within the limits and valid: prometheus-operator's
 // (the largest in common use, the Prometheus CRD ~768 KB) and
 // cert-manager's (the deepest: ClusterIssuer nests 18 levels), from the Go
-// module cache when it has them.
+// module cache when it has them, and those of $CRDPLANE_REAL_CRDS (a
+// directory of manifests). Their compiled-size estimates stay below a
+// quarter of the bound.
 func TestRealCRDsWithinLimits(t *testing.T) {
 	mod := os.Getenv("GOMODCACHE")
 	if mod == "" {
@@ -233,8 +235,14 @@ func TestRealCRDsWithinLimits(t *testing.T) {
 		filepath.Join(mod, "github.com/prometheus-operator/prometheus-operator@v0.85.0/example/prometheus-operator-crd"),
 		filepath.Join(mod, "github.com/cert-manager/cert-manager@v1.21.2/deploy/crds"),
 	}
+	// more CRDs (e.g. Gateway API's and kyverno's) from a directory
+	if dir := os.Getenv("CRDPLANE_REAL_CRDS"); dir != "" {
+		dirs = append(dirs, dir)
+	}
 	seen := 0
 	deepest := 0
+	var largest int64
+	largestName := ""
 	for _, dir := range dirs {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		for _, f := range files {
@@ -274,13 +282,21 @@ func TestRealCRDsWithinLimits(t *testing.T) {
 				if err := validateCRDCreate(context.Background(), crd); err != nil {
 					t.Errorf("%s: %v", f, err)
 				}
+				est := crdlimits.EstimateCompiledSize(crd).Total()
+				t.Logf("%-55s %8d bytes of JSON, %d versions, estimate %9d", crd.Name, len(body), len(crd.Spec.Versions), est)
+				if est > largest {
+					largest, largestName = est, crd.Name
+				}
 			}
 		}
 	}
 	if seen == 0 {
 		t.Skip("the operators' modules are not in the module cache")
 	}
-	t.Logf("%d CRDs, the deepest schema nests %d levels", seen, deepest)
+	t.Logf("%d CRDs, the deepest schema nests %d levels, the largest (%s) estimates at %d bytes compiled", seen, deepest, largestName, largest)
+	if largest > crdlimits.MaxCompiledBytes/4 {
+		t.Errorf("%s estimates at %d bytes compiled: the limit (%d) leaves too little room", largestName, largest, crdlimits.MaxCompiledBytes)
+	}
 	if deepest > crdlimits.MaxSchemaDepth/2 {
 		t.Errorf("a real CRD nests %d levels: the limit (%d) leaves too little room", deepest, crdlimits.MaxSchemaDepth)
 	}

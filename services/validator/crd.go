@@ -50,10 +50,16 @@ func (s *Service) validateCRD(ctx context.Context, req *validatorv1.ValidateCRDR
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attribute.String("crdplane.crd", crd.Name))
 	var old *apiextensions.CustomResourceDefinition
+	var oldV1 *apiextensionsv1.CustomResourceDefinition
 	if len(req.GetOldCrd()) > 0 {
-		if old, _, err = decodeCRD(req.GetOldCrd(), "old_crd"); err != nil {
+		if old, oldV1, err = decodeCRD(req.GetOldCrd(), "old_crd"); err != nil {
 			return nil, err
 		}
+	}
+	if _, ok := crdlimits.CompiledSizeAllowed(crdV1, oldV1); !ok {
+		// Not compiled: the registry refuses it (validation_limits.go)
+		// and calls ValidateCRD only for schemas it found no fault with.
+		return &validatorv1.ValidateCRDResponse{}, nil
 	}
 	errs := ValidateCRDSchemas(ctx, crd, old)
 	var warnings []string

@@ -7,6 +7,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	runtimeschema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -37,7 +38,16 @@ func (cv *compiledVersion) managers() (*fieldManagers, error) {
 }
 
 func (fm *fieldManagers) build(cv *compiledVersion) error {
-	tc, err := typeConverter(cv.crd)
+	var tc managedfields.TypeConverter
+	var err error
+	if cv.owner != nil {
+		tc, err = cv.owner.typeConverter()
+	} else {
+		tc, err = typeConverter(cv.crd)
+	}
+	if apierrors.IsInternalError(err) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("CustomResourceDefinition %s: type converter: %w", cv.crdName, err)
 	}

@@ -12,7 +12,7 @@ func TestSchemaCacheMetrics(t *testing.T) {
 	crd.Generation = 1
 	hits, misses := schemaCacheRequests.WithLabelValues("hit"), schemaCacheRequests.WithLabelValues("miss")
 	h0, m0 := testutil.ToFloat64(hits), testutil.ToFloat64(misses)
-	c := newCompiledCache()
+	c := newCompiledCache(DefaultCompiledMemoryLimit())
 	for range 3 {
 		if _, err := c.get(crd, crd.Spec.Versions[0].Name); err != nil {
 			t.Fatal(err)

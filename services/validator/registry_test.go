@@ -165,7 +165,7 @@ func TestRegistrySource(t *testing.T) {
 }
 
 func TestCompiledCacheEviction(t *testing.T) {
-	c := newCompiledCache()
+	c := newCompiledCache(DefaultCompiledMemoryLimit())
 	crd := loadCRD(t, "testdata/crds/widgets.yaml")
 	crd.UID, crd.Generation = "w", 1
 	for _, v := range []string{"v1", "v2"} {
@@ -205,7 +205,7 @@ func TestCompiledCacheEviction(t *testing.T) {
 // TestCompiledCELOncePerGeneration: the CEL programs are compiled with the
 // schema, once per CRD generation and version, and reused by requests.
 func TestCompiledCELOncePerGeneration(t *testing.T) {
-	c := newCompiledCache()
+	c := newCompiledCache(DefaultCompiledMemoryLimit())
 	crd := loadCRD(t, "testdata/crds/crontab-cel.yaml")
 	crd.UID, crd.Generation = "c", 1
 	a, err := c.get(crd, "v1")

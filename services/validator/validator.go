@@ -14,11 +14,15 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
+	"runtime/debug"
 	"time"
 
 	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/crdplane/crdplane/pkg/crdcache"
+	"github.com/crdplane/crdplane/pkg/crdlimits"
 	"github.com/crdplane/crdplane/pkg/grpcx"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
@@ -40,8 +44,48 @@ type Config struct {
 	CRDWaitTimeout time.Duration
 	// Source, when set, supplies CRDs instead (all-in-one mode, tests).
 	Source Source
+	// CompiledMemoryLimit bounds the estimated bytes of the compiled CRD
+	// versions the validator keeps (crdlimits.EstimateCompiledSize); least
+	// recently used CRDs are evicted beyond it. Zero: DefaultCompiledMemoryLimit.
+	CompiledMemoryLimit int64
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+}
+
+// DefaultCompiledMemoryLimit is the compiled-schema cache's budget when
+// none is configured: half of GOMEMLIMIT when it is set (the rest is for
+// requests, the CRD cache and the runtime), else 512 MiB; never less than
+// two CRDs of the largest size the registry accepts
+// (crdlimits.MaxCompiledBytes).
+func DefaultCompiledMemoryLimit() int64 {
+	limit := int64(512 << 20)
+	if l := debug.SetMemoryLimit(-1); l > 0 && l < math.MaxInt64 {
+		limit = l / 2
+	}
+	return max(limit, 2*crdlimits.MaxCompiledBytes)
+}
+
+// quantityFlag is a byte count given as a Kubernetes quantity (512Mi, 1G).
+type quantityFlag struct{ v *int64 }
+
+func (q quantityFlag) String() string {
+	if q.v == nil {
+		return ""
+	}
+	return resource.NewQuantity(*q.v, resource.BinarySI).String()
+}
+
+func (q quantityFlag) Set(s string) error {
+	v, err := resource.ParseQuantity(s)
+	if err != nil {
+		return err
+	}
+	n, ok := v.AsInt64()
+	if !ok || n < 0 {
+		return fmt.Errorf("%s: not a byte count", s)
+	}
+	*q.v = n
+	return nil
 }
 
 // RegisterFlags adds the configuration's flags to fs.
@@ -55,6 +99,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	}
 	fs.DurationVar(&c.CRDWaitTimeout, "crd-wait-timeout", c.CRDWaitTimeout,
 		"how long a request waits for the CRD generation it names before failing with 503")
+	fs.Var(quantityFlag{&c.CompiledMemoryLimit}, "compiled-crd-memory-limit",
+		"memory budget of the compiled CRD schemas, CEL programs and type converters (estimated, e.g. 512Mi); least recently used CRDs are evicted beyond it and compile again on demand; 0: half of GOMEMLIMIT, else 512Mi")
 }
 
 // Validate checks the configuration of a validator process: its CRDs come
@@ -99,7 +145,15 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.CRDWaitTimeout <= 0 {
 		cfg.CRDWaitTimeout = DefaultCRDWaitTimeout
 	}
-	s := &Service{log: log, compiled: newCompiledCache()}
+	limit := cfg.CompiledMemoryLimit
+	if limit <= 0 {
+		limit = DefaultCompiledMemoryLimit()
+	}
+	if limit < crdlimits.MaxCompiledBytes {
+		log.Warn("the compiled-CRD memory limit is below the largest CRD the registry accepts; such CRDs will be refused here",
+			"limit", limit, "max_crd", crdlimits.MaxCompiledBytes)
+	}
+	s := &Service{log: log, compiled: newCompiledCache(limit)}
 
 	set := 0
 	for _, v := range []bool{cfg.RegistryAddr != "", cfg.CRDDir != "", cfg.Source != nil} {
