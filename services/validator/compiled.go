@@ -26,10 +26,10 @@ type compiledVersion struct {
 	hasStatus  bool
 	status     *structural.Schema // .status's schema when the status subresource is on
 	scale      *apiextensionsv1.CustomResourceSubresourceScale
-	// crd is the CRD compiled (read only); fm its field managers, built
-	// on first use.
+	// crd is the CRD compiled (read only); fm what its field managers
+	// need, built on first use.
 	crd *CRD
-	fm  fieldManagers
+	fm  managedState
 }
 
 func findVersion(crd *CRD, version string) (*apiextensionsv1.CustomResourceDefinitionVersion, error) {
