@@ -48,9 +48,9 @@ func (a *admission) managers(ctx context.Context) (*fieldManagers, error) {
 	return a.fms, nil
 }
 
-// conversionFailure is the converter's failure during the last field
-// manager call, when there was one that is not the conversion's own (the
-// converter unreachable): the write fails with it.
+// conversionFailure is the first failure of the converter service in this
+// admission that is not the conversion's own (the converter unreachable,
+// overloaded): the write fails with it.
 func (a *admission) conversionFailure() error {
 	if a.remote == nil {
 		return nil

@@ -655,3 +655,27 @@ func BenchmarkApplyAcrossVersions(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFieldManagersPerRequest is what a write of a CRD converted
+// through the converter service pays for its field managers being built
+// per request (the type converter is cached): the main and scale or
+// status managers around a request-bound converter.
+func BenchmarkFieldManagersPerRequest(b *testing.B) {
+	crd := gadgetCRD(b, startGadgetWebhook(b))
+	cv, err := compileVersion(crd, "v2")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ms, err := cv.managed()
+	if err != nil || ms.local != nil {
+		b.Fatal(err, "managers built once for a webhook CRD")
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		r := newRemoteConverter(ctx, nil, crd, nil)
+		if _, err := cv.newFieldManagers(ms.tc, &versionConverter{crd: crd, remote: r}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
