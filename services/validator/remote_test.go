@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	runtimeschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
-	"google.golang.org/grpc"
 	"sigs.k8s.io/yaml"
 
 	"github.com/crdplane/crdplane/pkg/celconv"
@@ -389,7 +389,7 @@ func TestManagedFieldsWebhookConversion(t *testing.T) {
 						return o
 					}, wantCalls: 2},
 				{name: "apply at v1", version: "v1", op: validatorv1.Operation_OPERATION_APPLY, manager: "applier-v1",
-					apply: `{"apiVersion":"webhook.example.com/v1","kind":"Gadget","metadata":{"name":"g","namespace":"default"},"spec":{"hostPort":"a.example:8080"}}`,
+					apply:     `{"apiVersion":"webhook.example.com/v1","kind":"Gadget","metadata":{"name":"g","namespace":"default"},"spec":{"hostPort":"a.example:8080"}}`,
 					wantCalls: 1},
 				{name: "apply at v2: conflict with the v1 applier", version: "v2", op: validatorv1.Operation_OPERATION_APPLY, manager: "applier-v2",
 					apply:    `{"apiVersion":"webhook.example.com/v2","kind":"Gadget","metadata":{"name":"g","namespace":"default"},"spec":{"port":"9090"}}`,
