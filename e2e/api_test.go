@@ -758,7 +758,8 @@ func startBackends(t *testing.T) *backends {
 	}
 	t.Cleanup(func() { _ = reg.Close() })
 	b.registryAddr = serve("registry", reg.Register)
-	val, err := validator.New(ctx, validator.Config{RegistryAddr: b.registryAddr})
+	// The validator's converter is the one served below (connected on first use).
+	val, err := validator.New(ctx, validator.Config{RegistryAddr: b.registryAddr, ConverterAddr: fmt.Sprintf("inproc://e2e-api-converter-%d", n)})
 	if err != nil {
 		t.Fatal(err)
 	}

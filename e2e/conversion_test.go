@@ -271,6 +271,46 @@ func TestWebhookConversionE2E(t *testing.T) {
 	}
 	kc := &server{Kubeconfig: kubeconfig, cacheDir: filepath.Join(t.TempDir(), "cache")}
 
+	// Server-side apply at one version over managedFields entries recorded
+	// at the other: the validator converts the object through the
+	// converter and the webhook to compare it with those entries, as
+	// upstream's field manager does (conformance case 390 compares the
+	// answers with upstream's).
+	t.Run("server-side apply across versions", func(t *testing.T) {
+		apply := func(ri dynamic.ResourceInterface, obj *unstructured.Unstructured, manager string, force bool) (*unstructured.Unstructured, error) {
+			return ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: manager, Force: force})
+		}
+		if _, err := apply(beta, cronTabAt("example.com/v1beta1", "ssa", map[string]any{"hostPort": "a.example:1"}), "applier-beta", false); err != nil {
+			t.Fatal(err)
+		}
+		before := reviews()
+		_, err := apply(v1, cronTabAt("example.com/v1", "ssa", map[string]any{"port": "2"}), "applier-v1", false)
+		if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), `Apply failed with 1 conflict: conflict with "applier-beta": .hostPort`) {
+			t.Fatalf("apply at v1 over the v1beta1 applier's hostPort: %v", err)
+		}
+		if reviews() == before {
+			t.Fatal("the conflict was found without converting the object")
+		}
+		got, err := apply(v1, cronTabAt("example.com/v1", "ssa", map[string]any{"port": "2"}), "applier-v1", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if str(got, "host") != "a.example" || str(got, "port") != "2" {
+			t.Fatalf("forced apply: %v", got.Object)
+		}
+		// The v1beta1 applier keeps its other fields, not hostPort.
+		var managers []string
+		for _, e := range got.GetManagedFields() {
+			managers = append(managers, e.Manager+"@"+e.APIVersion)
+			if e.Manager == "applier-beta" && strings.Contains(e.FieldsV1.GetRawString(), "f:hostPort") {
+				t.Errorf("applier-beta still owns hostPort: %s", e.FieldsV1.GetRawString())
+			}
+		}
+		if !slices.Equal(managers, []string{"applier-beta@example.com/v1beta1", "applier-v1@example.com/v1"}) {
+			t.Fatalf("managedFields after the forced apply: %v", managers)
+		}
+	})
+
 	t.Run("webhook failure", func(t *testing.T) {
 		if _, err := beta.Create(ctx, cronTabAt("example.com/v1beta1", "bad", map[string]any{"hostPort": "nocolon"}), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

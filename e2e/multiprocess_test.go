@@ -98,7 +98,7 @@ func TestSeparateProcesses(t *testing.T) {
 
 	startProcess(t, "storage", "--grpc-listen", storageAddr, "--http-listen", health["storage"], "--data-dir", filepath.Join(dir, "etcd"))
 	startProcess(t, "registry", "--grpc-listen", registryAddr, "--http-listen", health["registry"], "--storage-addr", storageAddr, "--validator-addr", validatorAddr)
-	startProcess(t, "validator", "--grpc-listen", validatorAddr, "--http-listen", health["validator"], "--registry-addr", registryAddr)
+	startProcess(t, "validator", "--grpc-listen", validatorAddr, "--http-listen", health["validator"], "--registry-addr", registryAddr, "--converter-addr", converterAddr)
 	startProcess(t, "converter", "--grpc-listen", converterAddr, "--http-listen", health["converter"], "--registry-addr", registryAddr)
 	for name, addr := range health {
 		waitHTTP(t, "http://"+addr+"/readyz")

@@ -363,7 +363,7 @@ func TestRegistryLeaderFailover(t *testing.T) {
 	waitLog(t, leaderLogs, `"msg":"leading"`, 30*time.Second)
 	_, followerLogs := startKillable(t, "registry", append([]string{"--grpc-listen", regB, "--http-listen", health["registry-b"]}, election...)...)
 	// everything else talks to the follower
-	startProcess(t, "validator", "--grpc-listen", validatorAddr, "--http-listen", health["validator"], "--registry-addr", regB)
+	startProcess(t, "validator", "--grpc-listen", validatorAddr, "--http-listen", health["validator"], "--registry-addr", regB, "--converter-addr", converterAddr)
 	startProcess(t, "converter", "--grpc-listen", converterAddr, "--http-listen", health["converter"], "--registry-addr", regB)
 	for name, addr := range health {
 		waitHTTP(t, "http://"+addr+"/readyz")

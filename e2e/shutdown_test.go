@@ -117,7 +117,7 @@ func TestGracefulShutdown(t *testing.T) {
 		"registry": startProc(t, "registry", "--grpc-listen", grpcAddr["registry"], "--http-listen", httpAddr["registry"],
 			"--storage-addr", grpcAddr["storage"], "--validator-addr", grpcAddr["validator"]),
 		"validator": startProc(t, "validator", "--grpc-listen", grpcAddr["validator"], "--http-listen", httpAddr["validator"],
-			"--registry-addr", grpcAddr["registry"]),
+			"--registry-addr", grpcAddr["registry"], "--converter-addr", grpcAddr["converter"]),
 		"converter": startProc(t, "converter", "--grpc-listen", grpcAddr["converter"], "--http-listen", httpAddr["converter"],
 			"--registry-addr", grpcAddr["registry"]),
 	}

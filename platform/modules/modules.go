@@ -130,6 +130,8 @@ var Modules = Table{
 		Deps: []Dep{
 			{Module: Registry, Flag: "registry-addr", Calls: "its CRD watch feeds the compiled-schema cache",
 				addr: func(c *Config) *string { return &c.Validator.RegistryAddr }},
+			{Module: Converter, Flag: "converter-addr", Lazy: true, Calls: "conversion of managedFields entries recorded at another version of a CRD converted by webhook or conversion rules",
+				addr: func(c *Config) *string { return &c.Validator.ConverterAddr }},
 		},
 		GRPCListen: ":7003", HTTPListen: ":7103",
 		registerFlags: func(c *Config, fs *flag.FlagSet) { c.Validator.RegisterFlags(fs) },

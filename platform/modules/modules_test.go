@@ -92,7 +92,7 @@ func TestDependencies(t *testing.T) {
 	want := map[string][]string{
 		Storage:   nil,
 		Registry:  {Storage, Validator},
-		Validator: {Registry},
+		Validator: {Registry, Converter},
 		Converter: {Registry},
 		Gateway:   {Registry, Validator, Converter, Storage},
 	}
@@ -180,6 +180,14 @@ func TestRequiredAddresses(t *testing.T) {
 	}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "validator: --registry-addr is required") {
 		t.Errorf("validator without a registry: %v", err)
+	}
+	c = Config{Target: Validator}
+	fs = flagSet(Modules.Lookup(Validator), &c)
+	if err := fs.Parse([]string{"--registry-addr", "dns:///registry:7002", "--converter-addr", ""}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "validator: --converter-addr is required") {
+		t.Errorf("validator without a converter: %v", err)
 	}
 }
 

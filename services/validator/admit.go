@@ -22,6 +22,7 @@ import (
 	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
 	"github.com/crdplane/crdplane/pkg/structural"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
+	converterv1 "github.com/crdplane/crdplane/proto/crdplane/converter/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
 	"github.com/crdplane/crdplane/services/validator/celrules"
 	"github.com/crdplane/crdplane/services/validator/internal/jsondec"
@@ -66,7 +67,7 @@ func (s *Service) admit(ctx context.Context, req *validatorv1.AdmitRequest) (*va
 		return nil, err
 	}
 	op := req.GetOperation()
-	a := admission{cv: cv, update: op == validatorv1.Operation_OPERATION_UPDATE || op == validatorv1.Operation_OPERATION_PATCH, status: req.GetSubresource() == "status", scale: req.GetSubresource() == "scale"}
+	a := admission{cv: cv, converter: s.converter, cache: s.compiled, update: op == validatorv1.Operation_OPERATION_UPDATE || op == validatorv1.Operation_OPERATION_PATCH, status: req.GetSubresource() == "status", scale: req.GetSubresource() == "scale"}
 	if a.status && !cv.hasStatus {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("CustomResourceDefinition %s version %s has no status subresource", cv.crdName, cv.version))
 	}
@@ -152,14 +153,14 @@ func (s *Service) admit(ctx context.Context, req *validatorv1.AdmitRequest) (*va
 				reqObj, _, derr = a.decode(req.GetRequestObject(), false)
 			}
 			if derr == nil {
-				if reqObj, err = a.updateManagedFields(reqObj, manager); err != nil {
+				if reqObj, err = a.updateManagedFields(ctx, reqObj, manager); err != nil {
 					return nil, err
 				}
 				(&unstructured.Unstructured{Object: obj}).SetManagedFields((&unstructured.Unstructured{Object: reqObj}).GetManagedFields())
 				return a.finish(ctx, obj, len(req.GetObject()))
 			}
 		}
-		if obj, err = a.updateManagedFields(obj, manager); err != nil {
+		if obj, err = a.updateManagedFields(ctx, obj, manager); err != nil {
 			return nil, err
 		}
 	}
@@ -262,6 +263,14 @@ type admission struct {
 	// schema and CEL ratcheting (as upstream's CorrelatedObject).
 	corr     *structural.Correlation
 	warnings []string
+
+	// converter is the converter service (nil: none configured); fms the
+	// field managers of this admission (see managers), remote their
+	// conversions through the converter when the CRD needs it.
+	converter converterv1.ConverterServiceClient
+	cache     *compiledCache // the CRD's other versions
+	fms       *fieldManagers
+	remote    *remoteConverter
 }
 
 // dedup drops repeated warnings, keeping the first (as upstream's warning

@@ -21,9 +21,46 @@ import (
 	"github.com/crdplane/crdplane/services/validator/internal/jsonenc"
 )
 
+// managers are the field managers of the admission's CRD version: the
+// compiled version's own when its conversion runs in process, else built
+// for this request around a converter that calls the converter service
+// with ctx (kept for the rest of the request: a write may need them twice).
+func (a *admission) managers(ctx context.Context) (*fieldManagers, error) {
+	if a.fms != nil {
+		return a.fms, nil
+	}
+	ms, err := a.cv.managed()
+	if err != nil {
+		return nil, err
+	}
+	if ms.local != nil {
+		a.fms = ms.local
+		return a.fms, nil
+	}
+	var compiled func(version string) (*compiledVersion, error)
+	if a.cache != nil {
+		compiled = func(version string) (*compiledVersion, error) { return a.cache.get(a.cv.crd, version) }
+	}
+	a.remote = newRemoteConverter(ctx, a.converter, a.cv.crd, compiled)
+	if a.fms, err = a.cv.newFieldManagers(ms.tc, &versionConverter{crd: a.cv.crd, remote: a.remote}); err != nil {
+		return nil, err
+	}
+	return a.fms, nil
+}
+
+// conversionFailure is the first failure of the converter service in this
+// admission that is not the conversion's own (the converter unreachable,
+// overloaded): the write fails with it.
+func (a *admission) conversionFailure() error {
+	if a.remote == nil {
+		return nil
+	}
+	return a.remote.failed
+}
+
 // manager is the field manager of the admission's subresource.
-func (a *admission) manager() (*managedfields.FieldManager, error) {
-	fm, err := a.cv.managers()
+func (a *admission) manager(ctx context.Context) (*managedfields.FieldManager, error) {
+	fm, err := a.managers(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -60,25 +97,33 @@ func (a *admission) liveShared() runtime.Object {
 // of manager in obj's metadata.managedFields (obj as decoded: pruned and
 // defaulted, as upstream's handlers hand it to the field manager). As
 // v1.33's UpdateNoErrors, a failure (entries recorded at a version that
-// does not convert, a field the schema does not declare) clears the
-// object's managedFields instead of failing the write (v0.37's keeps the
-// live object's).
-func (a *admission) updateManagedFields(obj map[string]any, manager string) (map[string]any, error) {
+// does not convert: the webhook refuses the object, a field the schema
+// does not declare) clears the object's managedFields instead of failing
+// the write (v0.37's keeps the live object's). A converter service that
+// cannot answer fails the write (upstream has no such hop; dropping the
+// entries for it would lose them).
+func (a *admission) updateManagedFields(ctx context.Context, obj map[string]any, manager string) (map[string]any, error) {
 	if a.scale {
-		_, mf, err := a.scaleManaged(func(fm *managedfields.FieldManager, live *autoscalingv1.Scale) (runtime.Object, error) {
+		_, mf, err := a.scaleManaged(ctx, func(fm *managedfields.FieldManager, live *autoscalingv1.Scale) (runtime.Object, error) {
 			return updateNoErrors(fm, live, a.scaleOf(obj, live.ManagedFields), manager), nil
 		})
 		if err != nil {
 			return nil, err
 		}
+		if err := a.conversionFailure(); err != nil {
+			return nil, err
+		}
 		(&unstructured.Unstructured{Object: obj}).SetManagedFields(mf)
 		return obj, nil
 	}
-	fm, err := a.manager()
+	fm, err := a.manager(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := updateNoErrors(fm, a.liveShared(), &unstructured.Unstructured{Object: obj}, manager)
+	if err := a.conversionFailure(); err != nil {
+		return nil, err
+	}
 	u, ok := out.(*unstructured.Unstructured)
 	if !ok {
 		return nil, fmt.Errorf("field manager returned %T", out)
@@ -87,25 +132,13 @@ func (a *admission) updateManagedFields(obj map[string]any, manager string) (map
 }
 
 // updateNoErrors is v1.33's FieldManager.UpdateNoErrors: the updated
-// object, or newObj without managedFields when the update fails. A failure
-// that is crdplane's alone, entries recorded at another version of a CRD
-// converted by webhook (which upstream converts and keeps), keeps the live
-// object's entries instead, as v0.37 does: clearing them would lose them
-// and turn an unchanged update into a write.
+// object, or newObj without managedFields when the update fails.
 func updateNoErrors(fm *managedfields.FieldManager, live, newObj runtime.Object, manager string) runtime.Object {
 	out, err := fm.Update(live, newObj, manager)
 	if err != nil {
-		acc, aErr := meta.Accessor(newObj)
-		if aErr != nil {
-			return newObj
+		if acc, aErr := meta.Accessor(newObj); aErr == nil {
+			acc.SetManagedFields(nil)
 		}
-		var keep []metav1.ManagedFieldsEntry
-		if strings.Contains(err.Error(), noWebhookConversion) {
-			if liveAcc, lErr := meta.Accessor(live); lErr == nil {
-				keep = liveAcc.GetManagedFields()
-			}
-		}
-		acc.SetManagedFields(keep)
 		return newObj
 	}
 	return out
@@ -146,8 +179,11 @@ func (a *admission) apply(ctx context.Context, req *validatorv1.AdmitRequest) (*
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
 		}
 	}
-	merged, err := a.merge(patchObj, req.GetFieldManager(), req.GetForce())
+	merged, err := a.merge(ctx, patchObj, req.GetFieldManager(), req.GetForce())
 	if err != nil {
+		if cerr := a.conversionFailure(); cerr != nil {
+			return nil, cerr
+		}
 		if _, ok := err.(apierrors.APIStatus); ok {
 			return nil, err
 		}
@@ -200,10 +236,10 @@ func (a *admission) apply(ctx context.Context, req *validatorv1.AdmitRequest) (*
 // admission's subresource. On the scale subresource the patch is a Scale:
 // its replicas land at the version's spec replicas path of the stored
 // object.
-func (a *admission) merge(patchObj map[string]any, manager string, force bool) (map[string]any, error) {
+func (a *admission) merge(ctx context.Context, patchObj map[string]any, manager string, force bool) (map[string]any, error) {
 	patch := &unstructured.Unstructured{Object: patchObj}
 	if a.scale {
-		replicas, mf, err := a.scaleManaged(func(fm *managedfields.FieldManager, live *autoscalingv1.Scale) (runtime.Object, error) {
+		replicas, mf, err := a.scaleManaged(ctx, func(fm *managedfields.FieldManager, live *autoscalingv1.Scale) (runtime.Object, error) {
 			return fm.Apply(live, patch, manager, force)
 		})
 		if err != nil {
@@ -217,7 +253,7 @@ func (a *admission) merge(patchObj map[string]any, manager string, force bool) (
 		(&unstructured.Unstructured{Object: obj}).SetManagedFields(mf)
 		return obj, nil
 	}
-	fm, err := a.manager()
+	fm, err := a.manager(ctx)
 	if err != nil {
 		return nil, err
 	}

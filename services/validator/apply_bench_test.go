@@ -121,7 +121,7 @@ func BenchmarkFieldManagersBuild(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := cv.managers(); err != nil {
+		if _, err := cv.managed(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -22,10 +22,10 @@ type compiledVersion struct {
 	hasStatus  bool
 	status     *structural.Schema // .status's schema when the status subresource is on
 	scale      *apiextensionsv1.CustomResourceSubresourceScale
-	// crd is the CRD compiled (read only); fm its field managers, built
-	// on first use.
+	// crd is the CRD compiled (read only); fm what its field managers
+	// need, built on first use.
 	crd *CRD
-	fm  fieldManagers
+	fm  managedState
 	// owner is the cache entry of the CRD generation (nil when compiled
 	// outside the cache): its type converter is shared by all versions
 	// and accounted in the cache's memory budget.

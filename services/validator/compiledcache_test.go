@@ -121,17 +121,17 @@ func TestCompiledCacheTypeConverterShared(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fm, err := cv.managers()
+		ms, err := cv.managed()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fm.main == nil || fm.status == nil {
+		if fm := ms.local; fm == nil || fm.main == nil || fm.status == nil {
 			t.Fatalf("%s: managers %+v", v, fm)
 		}
-		tcs = append(tcs, cv.owner)
+		tcs = append(tcs, ms.tc)
 	}
 	if tcs[0] != tcs[1] || tcs[1] != tcs[2] {
-		t.Errorf("versions of one generation have different entries")
+		t.Errorf("versions of one generation have different type converters")
 	}
 	size := crdlimits.EstimateCompiledSize(crd)
 	want := size.Versions[0] + size.Versions[1] + size.Versions[2] + size.TypeConverter
@@ -263,7 +263,7 @@ func TestCompiledMemoryOfLargestCRD(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := cv.managers(); err != nil {
+				if _, err := cv.managed(); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -78,7 +78,7 @@ func measureCRD(t testing.TB, crd *CRD, n int) compiledParts {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := cv.managers(); err != nil {
+			if _, err := cv.managed(); err != nil {
 				t.Fatal(err)
 			}
 		}

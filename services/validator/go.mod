@@ -15,6 +15,7 @@ replace (
 require (
 	github.com/crdplane/crdplane/pkg v0.0.0
 	github.com/crdplane/crdplane/proto v0.0.0
+	github.com/crdplane/crdplane/services/converter v0.0.0
 	github.com/google/cel-go v0.31.0
 	github.com/prometheus/client_golang v1.24.0
 	go.opentelemetry.io/otel v1.47.0

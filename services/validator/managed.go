@@ -15,44 +15,80 @@ import (
 	"k8s.io/kube-openapi/pkg/spec3"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	"github.com/crdplane/crdplane/pkg/celconv"
 	"github.com/crdplane/crdplane/pkg/structural"
 )
 
 // fieldManagers are the field managers of one CRD version (metadata
-// .managedFields and server-side apply), built on first use from the CRD's
-// structural schemas as upstream's CRD handler builds them, and cached with
-// the compiled version (so rebuilt when the CRD's generation changes).
+// .managedFields and server-side apply), built as upstream's CRD handler
+// builds them: one for the main resource, one for status, one for scale.
 type fieldManagers struct {
-	once   sync.Once
-	err    error
 	main   *managedfields.FieldManager
 	status *managedfields.FieldManager // nil without a status subresource
 	scale  *managedfields.FieldManager // nil without a scale subresource
 }
 
-// managers returns cv's field managers, building them once.
-func (cv *compiledVersion) managers() (*fieldManagers, error) {
-	fm := &cv.fm
-	fm.once.Do(func() { fm.err = fm.build(cv) })
-	return fm, fm.err
+// managedState is what a compiled version keeps for its field managers,
+// built on first use and cached with the compiled version (so rebuilt when
+// the CRD's generation changes): the type converter and, for a CRD whose
+// conversion runs in process (None without conversion rules), the field
+// managers themselves. A CRD converted by webhook or by conversion rules
+// converts through the converter service, with the request's context: its
+// field managers are built per request (newFieldManagers, a few small
+// allocations) around a converter bound to that request.
+type managedState struct {
+	once  sync.Once
+	err   error
+	tc    managedfields.TypeConverter
+	local *fieldManagers // nil when conversion goes through the converter service
 }
 
-func (fm *fieldManagers) build(cv *compiledVersion) error {
-	var tc managedfields.TypeConverter
-	var err error
-	if cv.owner != nil {
-		tc, err = cv.owner.typeConverter()
-	} else {
-		tc, err = typeConverter(cv.crd)
+// managed returns cv's managed state, building it once.
+func (cv *compiledVersion) managed() (*managedState, error) {
+	ms := &cv.fm
+	ms.once.Do(func() {
+		var tc managedfields.TypeConverter
+		var err error
+		if cv.owner != nil {
+			// Shared by the CRD generation's versions and charged to the
+			// cache's memory budget.
+			tc, err = cv.owner.typeConverter()
+		} else {
+			tc, err = typeConverter(cv.crd)
+		}
+		if apierrors.IsInternalError(err) {
+			ms.err = err
+			return
+		}
+		if err != nil {
+			ms.err = fmt.Errorf("CustomResourceDefinition %s: type converter: %w", cv.crdName, err)
+			return
+		}
+		ms.tc = tc
+		if !remoteConversion(cv.crd) {
+			ms.local, ms.err = cv.newFieldManagers(tc, &versionConverter{crd: cv.crd})
+		}
+	})
+	return ms, ms.err
+}
+
+// remoteConversion reports whether crd's objects convert between versions
+// through the converter service: webhook conversion, and None conversion
+// with CEL conversion rules (pkg/celconv), which the converter runs as the
+// gateway's conversions do.
+func remoteConversion(crd *CRD) bool {
+	if conv := crd.Spec.Conversion; conv != nil && conv.Strategy == apiextensionsv1.WebhookConverter {
+		return true
 	}
-	if apierrors.IsInternalError(err) {
-		return err
-	}
-	if err != nil {
-		return fmt.Errorf("CustomResourceDefinition %s: type converter: %w", cv.crdName, err)
-	}
+	return celconv.HasRules(crd)
+}
+
+// newFieldManagers builds cv's field managers around the type converter tc
+// and the object converter conv (upstream's scopeWithFieldManager, per
+// subresource).
+func (cv *compiledVersion) newFieldManagers(tc managedfields.TypeConverter, conv runtime.ObjectConvertor) (*fieldManagers, error) {
+	fm := &fieldManagers{}
 	gvk := runtimeschema.GroupVersionKind{Group: cv.group, Version: cv.version, Kind: cv.kind}
-	conv := &versionConverter{crd: cv.crd}
 	def := &defaulter{schema: cv.schema}
 	creater := &creater{}
 	// The main resource's manager resets .status (upstream's
@@ -69,22 +105,23 @@ func (fm *fieldManagers) build(cv *compiledVersion) error {
 			fieldpath.APIVersion(cv.apiVersion): fieldpath.NewSet(fieldpath.MakePathOrDie("spec")),
 		}
 	}
+	var err error
 	if fm.main, err = managedfields.NewDefaultCRDFieldManager(tc, conv, def, creater, gvk, gvk.GroupVersion(), "", fieldpath.NewExcludeFilterSetMap(mainReset)); err != nil {
-		return err
+		return nil, err
 	}
 	if cv.scale != nil {
 		// The Scale's manager (upstream: the scale request scope's, with
 		// the custom resource's version as hub and no reset fields).
 		if fm.scale, err = managedfields.NewDefaultCRDFieldManager(tc, conv, def, creater, scaleGVK, gvk.GroupVersion(), "scale", nil); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if cv.hasStatus {
 		if fm.status, err = managedfields.NewDefaultCRDFieldManager(tc, conv, def, creater, gvk, gvk.GroupVersion(), "status", fieldpath.NewExcludeFilterSetMap(statusReset)); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return fm, nil
 }
 
 // typeConverter builds the structured-merge-diff type converter of a CRD
@@ -109,15 +146,14 @@ func typeConverter(crd *CRD) (managedfields.TypeConverter, error) {
 
 // versionConverter converts custom resources between the versions of
 // their CRD for the field manager (managedFields entries recorded at
-// another version). With the None strategy a conversion rewrites
-// apiVersion; webhook conversion is the converter service's and not
-// available here (the field manager then drops the entries it cannot
-// convert, see managedfields' IsMissingVersionError handling).
-type versionConverter struct{ crd *CRD }
-
-// noWebhookConversion ends the error of a conversion the field manager
-// would need a webhook for (the library wraps it with %v: matched by text).
-const noWebhookConversion = "is not available to the field manager"
+// another version), as upstream's CRD converter (the "safe" one, without
+// schema coercion) that upstream's CRD handler gives its field managers:
+// None conversion rewrites apiVersion; webhook conversion and conversion
+// rules go through the converter service (remote, bound to one request).
+type versionConverter struct {
+	crd    *CRD
+	remote *remoteConverter // nil: None conversion, in process
+}
 
 func (c *versionConverter) Convert(in, out, _ any) error {
 	u, ok := in.(*unstructured.Unstructured)
@@ -155,12 +191,25 @@ func (c *versionConverter) ConvertToVersion(in runtime.Object, target runtime.Gr
 	if to.GroupVersion() == from.GroupVersion() {
 		return u, nil
 	}
-	if conv := c.crd.Spec.Conversion; conv != nil && conv.Strategy == apiextensionsv1.WebhookConverter {
-		return nil, fmt.Errorf("webhook conversion of %s to %s %s", from, to.GroupVersion(), noWebhookConversion)
+	if c.remote != nil && !isEmptyObject(u) {
+		return c.remote.convert(u, to.GroupVersion().String())
 	}
+	// None conversion, and (as upstream's webhook converter) an object
+	// with nothing but apiVersion and kind.
 	out := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(u.Object)}
 	out.SetAPIVersion(to.GroupVersion().String())
 	return out, nil
+}
+
+// isEmptyObject reports an object of only apiVersion and kind, which
+// upstream's webhook converter converts without calling the webhook.
+func isEmptyObject(u *unstructured.Unstructured) bool {
+	if len(u.Object) != 2 {
+		return false
+	}
+	_, k := u.Object["kind"]
+	_, v := u.Object["apiVersion"]
+	return k && v
 }
 
 func (c *versionConverter) valid(gv runtimeschema.GroupVersion) bool {

@@ -1,6 +1,7 @@
 package validator
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -78,8 +79,8 @@ func (a *admission) scaleOf(obj map[string]any, entries []metav1.ManagedFieldsEn
 // moved back): write gets the live Scale and returns the written one. It
 // returns the written Scale's spec.replicas and the custom resource's new
 // managedFields.
-func (a *admission) scaleManaged(write func(fm *managedfields.FieldManager, live *autoscalingv1.Scale) (runtime.Object, error)) (int64, []metav1.ManagedFieldsEntry, error) {
-	fms, err := a.cv.managers()
+func (a *admission) scaleManaged(ctx context.Context, write func(fm *managedfields.FieldManager, live *autoscalingv1.Scale) (runtime.Object, error)) (int64, []metav1.ManagedFieldsEntry, error) {
+	fms, err := a.managers(ctx)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/crdplane/crdplane/pkg/crdcache"
 	"github.com/crdplane/crdplane/pkg/crdlimits"
 	"github.com/crdplane/crdplane/pkg/grpcx"
+	converterv1 "github.com/crdplane/crdplane/proto/crdplane/converter/v1"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
 )
@@ -31,6 +32,10 @@ import (
 // DefaultCRDWaitTimeout bounds how long Admit waits for the CRD generation
 // a request names to reach the validator's cache.
 const DefaultCRDWaitTimeout = 5 * time.Second
+
+// DefaultConverterAddr is --converter-addr's default: the converter's port
+// on this host.
+const DefaultConverterAddr = "localhost:7004"
 
 // Config configures the validator.
 type Config struct {
@@ -40,6 +45,12 @@ type Config struct {
 	// CRDDir is a directory of CRD manifests (YAML or JSON) to serve instead
 	// of the registry's CRDs, so the validator runs alone (load tests).
 	CRDDir string
+	// ConverterAddr is the converter service's gRPC address: the field
+	// managers convert managedFields entries recorded at another version
+	// of a CRD converted by webhook (or by conversion rules) through it.
+	// Required with RegistryAddr; optional for a validator alone (CRDDir)
+	// and in code (Source): without it such conversions fail with 503.
+	ConverterAddr string
 	// CRDWaitTimeout bounds the wait for a CRD generation (default 5s).
 	CRDWaitTimeout time.Duration
 	// Source, when set, supplies CRDs instead (all-in-one mode, tests).
@@ -94,6 +105,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		"gRPC address of the registry, whose CRD watch feeds the validator (host:port, dns:///host:port or inproc://name)")
 	fs.StringVar(&c.CRDDir, "crd-dir", c.CRDDir,
 		"directory of CustomResourceDefinition manifests (YAML or JSON) to serve instead of the registry's (standalone mode, e.g. load tests)")
+	if c.ConverterAddr == "" {
+		c.ConverterAddr = DefaultConverterAddr
+	}
+	fs.StringVar(&c.ConverterAddr, "converter-addr", c.ConverterAddr,
+		"gRPC address of the converter, which converts managedFields entries recorded at another version of a CRD converted by webhook or conversion rules (host:port, dns:///host:port or inproc://name)")
 	if c.CRDWaitTimeout == 0 {
 		c.CRDWaitTimeout = DefaultCRDWaitTimeout
 	}
@@ -116,6 +132,8 @@ func (c *Config) Validate() error {
 		return errors.New("--registry-addr and --crd-dir exclude each other: CRDs come from the registry or from a directory")
 	case c.RegistryAddr == "" && c.CRDDir == "":
 		return errors.New("--registry-addr is required: the validator follows the registry's CRD watch (or --crd-dir, for a validator alone)")
+	case c.RegistryAddr != "" && c.ConverterAddr == "":
+		return errors.New("--converter-addr is required: managedFields entries recorded at another version of a CRD converted by webhook convert through the converter")
 	}
 	return nil
 }
@@ -131,6 +149,9 @@ type Service struct {
 	conn   grpcx.Conn         // registry connection, when we own it
 	cancel context.CancelFunc // stops the CRD watch, when we run it
 	done   chan struct{}
+
+	converter     converterv1.ConverterServiceClient // nil: none configured
+	converterConn grpcx.Conn
 }
 
 // New builds the validator. With RegistryAddr it starts following the
@@ -154,6 +175,22 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			"limit", limit, "max_crd", crdlimits.MaxCompiledBytes)
 	}
 	s := &Service{log: log, compiled: newCompiledCache(limit)}
+	if cfg.ConverterAddr != "" {
+		// Connected on first use: the validator starts and is ready
+		// without the converter (CRDs converted by webhook need it only
+		// for writes meeting managedFields entries at another version).
+		conn, err := grpcx.Dial(cfg.ConverterAddr)
+		if err != nil {
+			return nil, fmt.Errorf("validator: dial converter %s: %w", cfg.ConverterAddr, err)
+		}
+		s.converterConn, s.converter = conn, converterv1.NewConverterServiceClient(conn)
+	}
+	ok := false
+	defer func() {
+		if !ok && s.converterConn != nil {
+			_ = s.converterConn.Close()
+		}
+	}()
 
 	set := 0
 	for _, v := range []bool{cfg.RegistryAddr != "", cfg.CRDDir != "", cfg.Source != nil} {
@@ -197,6 +234,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		}()
 		s.src = NewCacheSource(cache, cfg.CRDWaitTimeout)
 	}
+	ok = true
 	return s, nil
 }
 
@@ -209,14 +247,19 @@ func (s *Service) Register(srv grpc.ServiceRegistrar) {
 // synced).
 func (s *Service) Ready() error { return s.src.Ready() }
 
-// Close stops the CRD watch and closes the registry connection.
+// Close stops the CRD watch and closes the registry and converter
+// connections.
 func (s *Service) Close() error {
 	if s.cancel != nil {
 		s.cancel()
 		<-s.done
 	}
-	if s.conn != nil {
-		return s.conn.Close()
+	var errs []error
+	if s.converterConn != nil {
+		errs = append(errs, s.converterConn.Close())
 	}
-	return nil
+	if s.conn != nil {
+		errs = append(errs, s.conn.Close())
+	}
+	return errors.Join(errs...)
 }

@@ -91,7 +91,9 @@ func Start(t testing.TB, opts ...Options) *Backends {
 	t.Cleanup(func() { _ = reg.Close() })
 	b.RegistryAddr = serve(t, fmt.Sprintf("bt-registry-%d", n), reg.Register)
 
-	val, err := validator.New(ctx, validator.Config{RegistryAddr: b.RegistryAddr})
+	// The validator calls the converter served below (connected on first use).
+	converterName := fmt.Sprintf("bt-converter-%d", n)
+	val, err := validator.New(ctx, validator.Config{RegistryAddr: b.RegistryAddr, ConverterAddr: "inproc://" + converterName})
 	if err != nil {
 		t.Fatalf("validator: %v", err)
 	}
@@ -103,7 +105,7 @@ func Start(t testing.TB, opts ...Options) *Backends {
 		t.Fatalf("converter: %v", err)
 	}
 	t.Cleanup(func() { _ = conv.Close() })
-	b.ConverterAddr = serve(t, fmt.Sprintf("bt-converter-%d", n), conv.Register, grpc.ChainUnaryInterceptor(record(b.Converts)))
+	b.ConverterAddr = serve(t, converterName, conv.Register, grpc.ChainUnaryInterceptor(record(b.Converts)))
 	return b
 }
 
