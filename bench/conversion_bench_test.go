@@ -169,7 +169,7 @@ func startConversionPlatformWith(b *testing.B, pc platform.Config, w *benchWebho
 	return p, client
 }
 
-func do(b *testing.B, client *http.Client, p *platform.Platform, method, url string, body []byte) int {
+func do(b testing.TB, client *http.Client, p *platform.Platform, method, url string, body []byte) int {
 	req, _ := http.NewRequest(method, url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+p.Token)

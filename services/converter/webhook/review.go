@@ -84,11 +84,11 @@ func (t *target) review(ctx context.Context, fromAPIVersion, desiredAPIVersion s
 		return nil, errors.New("no supported conversion review versions")
 	}
 	uid := uuid.NewUUID()
-	data, err := t.post(ctx, encodeReview(t.reviewVersion, uid, desiredAPIVersion, objs))
+	ans, err := t.post(ctx, encodeReview(t.reviewVersion, uid, desiredAPIVersion, objs))
 	if err != nil {
 		return nil, fmt.Errorf("conversion webhook for %s failed: %v", gvk, err)
 	}
-	converted, err := readResponse(t.reviewVersion, uid, data)
+	converted, err := readResponse(t.reviewVersion, uid, ans)
 	if err != nil {
 		var f *failedError
 		if errors.As(err, &f) {
@@ -108,11 +108,26 @@ func (t *target) review(ctx context.Context, fromAPIVersion, desiredAPIVersion s
 
 // readResponse checks a webhook's ConversionReview as upstream does (for
 // v1: its kind and group/version, and the uid; for v1beta1, which upstream
-// never checked, neither) and returns the converted objects.
-func readResponse(review string, uid types.UID, data []byte) ([]json.RawMessage, error) {
+// never checked, neither) and returns the converted objects. A body that
+// does not decode is worded as upstream's REST client and JSON serializer
+// word it.
+func readResponse(review string, uid types.UID, ans *answer) ([]json.RawMessage, error) {
+	data := ans.body
+	if len(data) == 0 {
+		return nil, fmt.Errorf("0-length response with status code: %d and content type: %s", ans.code, ans.contentType)
+	}
+	// The serializer reads apiVersion and kind first, with encoding/json
+	// (which checks the whole document's syntax).
+	var head struct {
+		APIVersion string `json:"apiVersion,omitempty"`
+		Kind       string `json:"kind,omitempty"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, fmt.Errorf("couldn't get version/kind; json parse error: %v", err)
+	}
 	var r reviewResponse
 	if err := utiljson.UnmarshalCaseSensitivePreserveInts(data, &r); err != nil {
-		return nil, fmt.Errorf("decoding the ConversionReview response: %v", err)
+		return nil, err
 	}
 	if review == "v1" {
 		want := schema.GroupVersionKind{Group: reviewGroup, Version: "v1", Kind: "ConversionReview"}

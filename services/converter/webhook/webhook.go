@@ -57,12 +57,15 @@ type Converter struct {
 	targets *targets
 
 	flights *flights
+	cache   *cache // nil: no cache
 
 	mu     sync.Mutex
 	queues map[batchKey]*queue
 
 	calls   atomic.Int64
 	objects atomic.Int64
+	hits    atomic.Int64
+	misses  atomic.Int64
 }
 
 // Stats counts the webhook calls a Converter made.
@@ -71,21 +74,37 @@ type Stats struct {
 	Calls int64
 	// Objects is the number of objects sent in them.
 	Objects int64
+	// CacheHits and CacheMisses count the conversions of objects with a
+	// uid and resourceVersion answered from the cache of converted
+	// objects, and not.
+	CacheHits, CacheMisses int64
+	// CacheBytes and CacheEntries are what the cache holds.
+	CacheBytes   int64
+	CacheEntries int
 }
 
 // New returns a Converter.
 func New(cfg Config) *Converter {
 	cfg = cfg.withDefaults()
-	return &Converter{cfg: cfg, targets: newTargets(cfg), queues: map[batchKey]*queue{}, flights: newFlights()}
+	return &Converter{cfg: cfg, targets: newTargets(cfg), queues: map[batchKey]*queue{}, flights: newFlights(), cache: newCache(cfg.CacheBytes)}
 }
 
 // Stats returns the calls made so far.
 func (c *Converter) Stats() Stats {
-	return Stats{Calls: c.calls.Load(), Objects: c.objects.Load()}
+	s := Stats{Calls: c.calls.Load(), Objects: c.objects.Load(), CacheHits: c.hits.Load(), CacheMisses: c.misses.Load()}
+	if c.cache != nil {
+		s.CacheBytes, s.CacheEntries = c.cache.stats()
+	}
+	return s
 }
 
 // Forget drops what the Converter keeps for a deleted CRD.
-func (c *Converter) Forget(uid string) { c.targets.forget(uid) }
+func (c *Converter) Forget(uid string) {
+	c.targets.forget(uid)
+	if c.cache != nil {
+		c.cache.forget(uid)
+	}
+}
 
 // Close closes idle webhook connections.
 func (c *Converter) Close() { c.targets.closeIdle() }
@@ -125,6 +144,9 @@ func (c *Converter) convert(ctx context.Context, crd *apiextensionsv1.CustomReso
 		idx  []int
 	}
 	var groups []*group
+	// Cacheable objects not in the cache, by position: stored once converted.
+	var keys map[int]cacheKey
+	var sums map[int]uint64
 	for i, o := range objs {
 		from := apiVersionOf(o)
 		if from == desired {
@@ -137,6 +159,20 @@ func (c *Converter) convert(ctx context.Context, crd *apiextensionsv1.CustomReso
 				return nil, fmt.Errorf("request to convert CR from an invalid group/version: %s", gv)
 			}
 			return nil, fmt.Errorf("request to convert CR list failed, list index %d has invalid group/version: %s", i, gv)
+		}
+		if c.cache != nil {
+			if k, sum, ok := c.cache.lookupKey(t, desired, o); ok {
+				if res, hit := c.cache.get(k, sum); hit {
+					c.hits.Add(1)
+					out[i] = res
+					continue
+				}
+				c.misses.Add(1)
+				if keys == nil {
+					keys, sums = map[int]cacheKey{}, map[int]uint64{}
+				}
+				keys[i], sums[i] = k, sum
+			}
 		}
 		var g *group
 		for _, x := range groups {
@@ -167,6 +203,9 @@ func (c *Converter) convert(ctx context.Context, crd *apiextensionsv1.CustomReso
 			}
 			for j, i := range g.idx {
 				out[i] = res[j]
+				if k, ok := keys[i]; ok {
+					c.cache.put(k, sums[i], res[j])
+				}
 			}
 		}
 		if len(groups) == 1 {
