@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // rawWebhook answers every review with body (and contentType, when set).
@@ -29,7 +31,8 @@ func TestBadBodies(t *testing.T) {
 		{"empty without content type", "", "", prefix + "0-length response with status code: 200 and content type: application/json"},
 		{"truncated", "application/json", `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","response":{"uid":`,
 			prefix + "couldn't get version/kind; json parse error: unexpected end of JSON input"},
-		{"not JSON", "application/json", "this is not JSON", prefix + "couldn't get version/kind; json parse error: invalid character 'h' in literal true (expecting 'r')"},
+		// Not starting with '{': read as YAML (a string here), as the client does.
+		{"not JSON", "application/json", "this is not JSON", prefix + `couldn't get version/kind; json parse error: json: cannot unmarshal string into Go value of type struct { APIVersion string "json:\"apiVersion,omitempty\""; Kind string "json:\"kind,omitempty\"" }`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,6 +44,32 @@ func TestBadBodies(t *testing.T) {
 				t.Fatalf("got  %d %q\nwant %q", s.Code, s.Message, tt.want)
 			}
 		})
+	}
+}
+
+// TestYAMLAnswer: a review in YAML is read as upstream's client reads it.
+func TestYAMLAnswer(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in struct {
+			Request struct {
+				UID     string           `json:"uid"`
+				Objects []map[string]any `json:"objects"`
+			} `json:"request"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&in)
+		o := in.Request.Objects[0]
+		o["apiVersion"] = v1
+		b, _ := json.Marshal(map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+			"response": map[string]any{"uid": in.Request.UID, "result": map[string]any{"status": "Success"}, "convertedObjects": []any{o}}})
+		y, _ := yaml.JSONToYAML(b)
+		_, _ = w.Write(y)
+	})
+	caPEM, srv := startWebhook(t, h)
+	c := New(Config{})
+	defer c.Close()
+	out, err := c.Convert(context.Background(), urlCRD(srv, caPEM, "v1"), v1, [][]byte{cronTab(beta, "a")})
+	if err != nil || !strings.Contains(string(out[0]), `"apiVersion":"example.com/v1"`) {
+		t.Fatalf("%s, %v", out, err)
 	}
 }
 

@@ -21,6 +21,12 @@
 // convert it themselves if it fails). Results go back to each caller in its
 // own order.
 //
+// Cache: converted objects are kept (cache.go), keyed by the CRD's uid and
+// generation, the object's uid and resourceVersion and the desired
+// apiVersion, checked against a hash of the input, in an LRU bounded by
+// bytes: repeated reads of an object, the watches of a version and a
+// write's answer followed by its watch event cost one conversion.
+//
 // Failures: when a coalesced review comes back Failed (result.status not
 // Success), the batch is retried as one review per caller, so only the
 // callers whose own objects the webhook rejects get the error — what
