@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
 
+	"github.com/crdplane/crdplane/pkg/convcache"
 	"github.com/crdplane/crdplane/pkg/crdcache"
 	converterv1 "github.com/crdplane/crdplane/proto/crdplane/converter/v1"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
@@ -29,6 +30,7 @@ type kubeAPI struct {
 	storage   storagev1.StorageServiceClient
 	validator validatorv1.ValidatorServiceClient
 	converter converterv1.ConverterServiceClient // nil: webhook conversion unavailable
+	converted *convcache.Cache                   // webhook-converted objects served (nil: none kept)
 
 	crds      *crdcache.Cache
 	crdEvents *crdEvents

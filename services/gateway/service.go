@@ -18,6 +18,7 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
+	"github.com/crdplane/crdplane/pkg/convcache"
 	"github.com/crdplane/crdplane/pkg/crdcache"
 	"github.com/crdplane/crdplane/pkg/grpcx"
 	"github.com/crdplane/crdplane/pkg/metrics"
@@ -137,6 +138,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		storage:           storagev1.NewStorageServiceClient(stoConn),
 		validator:         validatorv1.NewValidatorServiceClient(valConn),
 		converter:         converter,
+		converted:         convcache.New(convcache.Config{MaxBytes: convcache.DefaultMaxBytes, Component: "gateway"}),
 		crds:              s.crds,
 		crdEvents:         events,
 		readyChecks:       s.readyChecks,

@@ -21,7 +21,7 @@
 // convert it themselves if it fails). Results go back to each caller in its
 // own order.
 //
-// Cache: converted objects are kept (cache.go), keyed by the CRD's uid and
+// Cache: converted objects are kept (package convcache), keyed by the CRD's uid and
 // generation, the object's uid and resourceVersion and the desired
 // apiVersion, checked against a hash of the input, in an LRU bounded by
 // bytes: repeated reads of an object, the watches of a version and a
@@ -52,6 +52,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/crdplane/crdplane/pkg/convcache"
 )
 
 var tracer = otel.Tracer("github.com/crdplane/crdplane/services/converter/webhook")
@@ -63,15 +65,13 @@ type Converter struct {
 	targets *targets
 
 	flights *flights
-	cache   *cache // nil: no cache
+	cache   *convcache.Cache // nil: no cache
 
 	mu     sync.Mutex
 	queues map[batchKey]*queue
 
 	calls   atomic.Int64
 	objects atomic.Int64
-	hits    atomic.Int64
-	misses  atomic.Int64
 }
 
 // Stats counts the webhook calls a Converter made.
@@ -92,24 +92,21 @@ type Stats struct {
 // New returns a Converter.
 func New(cfg Config) *Converter {
 	cfg = cfg.withDefaults()
-	return &Converter{cfg: cfg, targets: newTargets(cfg), queues: map[batchKey]*queue{}, flights: newFlights(), cache: newCache(cfg.CacheBytes)}
+	return &Converter{cfg: cfg, targets: newTargets(cfg), queues: map[batchKey]*queue{}, flights: newFlights(),
+		cache: convcache.New(convcache.Config{MaxBytes: cfg.CacheBytes, Component: "converter"})}
 }
 
 // Stats returns the calls made so far.
 func (c *Converter) Stats() Stats {
-	s := Stats{Calls: c.calls.Load(), Objects: c.objects.Load(), CacheHits: c.hits.Load(), CacheMisses: c.misses.Load()}
-	if c.cache != nil {
-		s.CacheBytes, s.CacheEntries = c.cache.stats()
-	}
-	return s
+	cs := c.cache.Stats()
+	return Stats{Calls: c.calls.Load(), Objects: c.objects.Load(), CacheHits: cs.Hits, CacheMisses: cs.Misses,
+		CacheBytes: cs.Bytes, CacheEntries: cs.Entries}
 }
 
 // Forget drops what the Converter keeps for a deleted CRD.
 func (c *Converter) Forget(uid string) {
 	c.targets.forget(uid)
-	if c.cache != nil {
-		c.cache.forget(uid)
-	}
+	c.cache.Forget(uid)
 }
 
 // Close closes idle webhook connections.
@@ -151,8 +148,8 @@ func (c *Converter) convert(ctx context.Context, crd *apiextensionsv1.CustomReso
 	}
 	var groups []*group
 	// Cacheable objects not in the cache, by position: stored once converted.
-	var keys map[int]cacheKey
-	var sums map[int]uint64
+	var keys map[int]convcache.Key
+	var inputs map[int]convcache.Input
 	for i, o := range objs {
 		from := apiVersionOf(o)
 		if from == desired {
@@ -166,19 +163,16 @@ func (c *Converter) convert(ctx context.Context, crd *apiextensionsv1.CustomReso
 			}
 			return nil, fmt.Errorf("request to convert CR list failed, list index %d has invalid group/version: %s", i, gv)
 		}
-		if c.cache != nil {
-			if k, sum, ok := c.cache.lookupKey(t, desired, o); ok {
-				if res, hit := c.cache.get(k, sum); hit {
-					c.hits.Add(1)
-					out[i] = res
-					continue
-				}
-				c.misses.Add(1)
-				if keys == nil {
-					keys, sums = map[int]cacheKey{}, map[int]uint64{}
-				}
-				keys[i], sums[i] = k, sum
+		if in, ok := c.cache.Inspect(o); ok {
+			k := in.KeyFor(t.uid, t.generation, desired)
+			if res, hit := c.cache.Get(k, in); hit {
+				out[i] = res
+				continue
 			}
+			if keys == nil {
+				keys, inputs = map[int]convcache.Key{}, map[int]convcache.Input{}
+			}
+			keys[i], inputs[i] = k, in
 		}
 		var g *group
 		for _, x := range groups {
@@ -210,7 +204,7 @@ func (c *Converter) convert(ctx context.Context, crd *apiextensionsv1.CustomReso
 			for j, i := range g.idx {
 				out[i] = res[j]
 				if k, ok := keys[i]; ok {
-					c.cache.put(k, sums[i], res[j])
+					c.cache.Put(k, inputs[i], res[j])
 				}
 			}
 		}
