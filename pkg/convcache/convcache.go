@@ -191,7 +191,9 @@ func (c *Cache) Put(k Key, in Input, out []byte) {
 	if el, ok := c.byKey[k]; ok {
 		c.removeLocked(el)
 	}
-	c.byKey[k] = c.lru.PushFront(&entry{key: k, sum: in.sum, out: out, size: size})
+	// Capacity clipped: an append by a reader copies, never writes into
+	// what other readers share.
+	c.byKey[k] = c.lru.PushFront(&entry{key: k, sum: in.sum, out: out[:len(out):len(out)], size: size})
 	c.size += size
 	c.bytes.Add(float64(size))
 	c.entries.Inc()
