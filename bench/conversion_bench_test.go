@@ -169,7 +169,7 @@ func startConversionPlatformWith(b *testing.B, pc platform.Config, w *benchWebho
 	return p, client
 }
 
-func do(b *testing.B, client *http.Client, p *platform.Platform, method, url string, body []byte) int {
+func do(b testing.TB, client *http.Client, p *platform.Platform, method, url string, body []byte) int {
 	req, _ := http.NewRequest(method, url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+p.Token)
@@ -215,7 +215,7 @@ func readAll(b *testing.B, client *http.Client, p *platform.Platform, version st
 //   - stored: at the storage version (no conversion);
 //   - per-request: at the other version, on a second crdplane whose
 //     converter sends one review per read (upstream's behaviour,
-//     --batch-window=-1);
+//     --batch-window=-1 --conversion-cache-bytes=-1);
 //   - coalesced: at the other version, with the default batch window.
 //
 // The metrics are the reads per webhook call of each converted phase, the
@@ -245,7 +245,7 @@ func BenchmarkConversionReads(b *testing.B) {
 	}
 	w := startBenchWebhook(b)
 	p, client := startConversionPlatformWith(b, cfg, w, objects)
-	up, upClient := startConversionPlatformWith(b, platform.Config{Conversion: webhook.Config{BatchWindow: -1}}, w, objects)
+	up, upClient := startConversionPlatformWith(b, platform.Config{Conversion: webhook.Config{BatchWindow: -1, CacheBytes: -1}}, w, objects)
 	for _, pc := range []struct {
 		p *platform.Platform
 		c *http.Client

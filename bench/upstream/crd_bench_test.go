@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if stopAll != nil {
 		stopAll()
 	}
+	if convStop != nil {
+		convStop()
+	}
 	os.Exit(code)
 }
 

@@ -111,3 +111,45 @@ func BenchmarkConvertObjectsWithRules(b *testing.B) {
 		}
 	}
 }
+
+// TestConvertObjectsRulesRuntimeLimits: a rule whose estimated cost passes
+// the CRD write check but whose evaluation exceeds the per-call cost limit
+// on a large object fails the conversion (a plain 500, no object), and a
+// rule reading a field the object does not have leaves its target unset.
+func TestConvertObjectsRulesRuntimeLimits(t *testing.T) {
+	crd := celCRD(t)
+	beta := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	beta.Properties["items"] = apiextensionsv1.JSONSchemaProps{Type: "array", MaxItems: ptr(int64(700)),
+		Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string", MaxLength: ptr(int64(4))}}}
+	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = beta
+	crd.Annotations["conversion.crdplane.dev/rules"] = `[{from: v1beta1, to: v1, fields: [
+  {path: spec.cronSpec, expression: "self.spec.items.map(a, self.spec.items.map(b, a + b)).size() > 0 ? 'many' : 'none'"},
+  {path: host, expression: "self.hostPort.substring(0, self.hostPort.lastIndexOf(':'))"}]}]`
+	cache := NewRuleCache()
+
+	items := make([]string, 700)
+	for i := range items {
+		items[i] = "ab"
+	}
+	big, _ := json.Marshal(map[string]any{"apiVersion": "example.com/v1beta1", "kind": "CronTab", "metadata": map[string]any{"name": "big"},
+		"hostPort": "h:1", "spec": map[string]any{"items": items}})
+	out, err := ConvertObjects(context.Background(), nil, cache, crd, "example.com/v1", [][]byte{big})
+	se, ok := err.(*apierrors.StatusError)
+	const want = "conversion rules for example.com/v1beta1, Kind=CronTab failed: spec.cronSpec: operation cancelled: actual cost limit exceeded"
+	if !ok || se.ErrStatus.Code != 500 || se.ErrStatus.Reason != "" || se.ErrStatus.Message != want || out != nil {
+		t.Fatalf("got %v, %v\nwant 500 %q", out, err, want)
+	}
+
+	// No hostPort: host is left unset, the rest converts.
+	small := []byte(`{"apiVersion":"example.com/v1beta1","kind":"CronTab","metadata":{"name":"small"},"spec":{"items":["a","b"]}}`)
+	out, err = ConvertObjects(context.Background(), nil, cache, crd, "example.com/v1", [][]byte{small})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wantObj = `{"apiVersion":"example.com/v1","kind":"CronTab","metadata":{"name":"small"},"spec":{"cronSpec":"many","items":["a","b"]}}`
+	if string(out[0]) != wantObj {
+		t.Fatalf("got  %s\nwant %s", out[0], wantObj)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

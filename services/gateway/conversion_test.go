@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,7 +77,17 @@ func TestWebhookConversion(t *testing.T) {
 	if err != nil || objectAPIVersion(stored.GetObject()) != "stable.example.com/v1" {
 		t.Fatalf("stored at %q: %v", objectAPIVersion(stored.GetObject()), err)
 	}
+	// The creates' answers were converted from the stored objects: a list
+	// of the same objects (uid and resourceVersion) is served from the
+	// cache of converted objects, without a call.
 	before := g.backends.Converts.Len()
+	g.expect(http.StatusOK, "GET", v1beta1, nil)
+	if n := g.backends.Converts.Len() - before; n != 0 {
+		t.Fatalf("%d conversion calls for objects converted before", n)
+	}
+	// Not cached: the list goes in one call.
+	g.svc.converted.Forget(g.backends.Converts.Requests()[0].GetCrd().GetUid())
+	before = g.backends.Converts.Len()
 	list := g.expect(http.StatusOK, "GET", v1beta1, nil)
 	reqs := g.backends.Converts.Requests()[before:]
 	if len(reqs) != 1 || len(reqs[0].GetObjects()) != 2 || reqs[0].GetDesiredApiVersion() != "stable.example.com/v1beta1" {
@@ -222,4 +233,83 @@ func objectAPIVersion(obj []byte) string {
 	raw, _, _ := jsonscan.Lookup(obj, "apiVersion")
 	v, _ := jsonscan.String(raw)
 	return v
+}
+
+// labellingWebhook is conversionWebhook that also labels every object it
+// converts by=<by> (a webhook may change labels).
+func labellingWebhook(t *testing.T, by string) (url string, caBundle []byte) {
+	t.Helper()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var review apiextensionsv1.ConversionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+			http.Error(w, "bad review", http.StatusBadRequest)
+			return
+		}
+		resp := &apiextensionsv1.ConversionResponse{UID: review.Request.UID, Result: metav1.Status{Status: metav1.StatusSuccess}}
+		for _, o := range review.Request.Objects {
+			var obj map[string]any
+			_ = json.Unmarshal(o.Raw, &obj)
+			obj["apiVersion"] = review.Request.DesiredAPIVersion
+			obj["metadata"].(map[string]any)["labels"] = map[string]any{"by": by}
+			b, _ := json.Marshal(obj)
+			resp.ConvertedObjects = append(resp.ConvertedObjects, runtime.RawExtension{Raw: b})
+		}
+		review.Request, review.Response = nil, resp
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(&review)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/convert", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+}
+
+// TestConvertedObjectsCache: a read at another version is converted once
+// per object resourceVersion; a new resourceVersion, and a CRD update that
+// points the webhook elsewhere (new generation), convert again, never
+// serving the previous webhook's answer.
+func TestConvertedObjectsCache(t *testing.T) {
+	g := newTestGateway(t)
+	urlA, caA := labellingWebhook(t, "a")
+	urlB, caB := labellingWebhook(t, "b")
+	crd := cronTabCRD()
+	crd["spec"].(map[string]any)["conversion"] = map[string]any{"strategy": "Webhook", "webhook": map[string]any{
+		"conversionReviewVersions": []any{"v1"},
+		"clientConfig":             map[string]any{"url": urlA, "caBundle": caA},
+	}}
+	g.createCRD(crd)
+	g.expect(http.StatusCreated, "POST", crontabs, cronTab("a", map[string]any{}))
+	const at = "/apis/stable.example.com/v1beta1/namespaces/default/crontabs/a"
+	read := func(wantBy string, wantCalls int) map[string]any {
+		t.Helper()
+		before := g.backends.Converts.Len()
+		o := g.expect(http.StatusOK, "GET", at, nil)
+		if by := meta(o)["labels"].(map[string]any)["by"]; by != wantBy || g.backends.Converts.Len()-before != wantCalls {
+			t.Fatalf("by=%v after %d conversion calls; want by=%s after %d", by, g.backends.Converts.Len()-before, wantBy, wantCalls)
+		}
+		return o
+	}
+	read("a", 1)
+	o := read("a", 0) // cached
+	// A new resourceVersion (written at the storage version).
+	delete(meta(o), "labels")
+	meta(o)["annotations"] = map[string]any{"changed": "yes"}
+	o["apiVersion"] = "stable.example.com/v1"
+	g.expect(http.StatusOK, "PUT", crontabs+"/a", o)
+	read("a", 1)
+	read("a", 0)
+	// The webhook moves (a new CRD generation): never the old answer.
+	cur := g.expect(http.StatusOK, "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crontabs.stable.example.com", nil)
+	cur["spec"].(map[string]any)["conversion"].(map[string]any)["webhook"].(map[string]any)["clientConfig"] = map[string]any{"url": urlB, "caBundle": caB}
+	g.expect(http.StatusOK, "PUT", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crontabs.stable.example.com", cur)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		o := g.expect(http.StatusOK, "GET", at, nil)
+		if meta(o)["labels"].(map[string]any)["by"] == "b" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("reads still converted by the previous webhook")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	read("b", 0)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
+	"github.com/crdplane/crdplane/pkg/convcache"
 	"github.com/crdplane/crdplane/pkg/crdcache"
 	"github.com/crdplane/crdplane/pkg/grpcx"
 	"github.com/crdplane/crdplane/pkg/metrics"
@@ -40,11 +41,13 @@ type Service struct {
 	cfg Config
 	log *slog.Logger
 
-	conns   []grpcx.Conn
-	probes  []*grpcx.Probe // storage and registry: readiness
-	crds    *crdcache.Cache
-	api     *kubeAPI
-	handler http.Handler
+	conns  []grpcx.Conn
+	probes []*grpcx.Probe // storage and registry: readiness
+	crds   *crdcache.Cache
+	// converted keeps webhook-converted objects served (cr.Config.Converted).
+	converted *convcache.Cache
+	api       *kubeAPI
+	handler   http.Handler
 
 	lis    net.Listener // HTTPS, bound by New
 	tlsCfg *tls.Config
@@ -129,6 +132,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s.probes = []*grpcx.Probe{grpcx.NewProbe("storage", stoConn), grpcx.NewProbe("registry", regConn)}
 	registry := registryv1.NewRegistryServiceClient(regConn)
 	s.crds = crdcache.New(registry, log)
+	s.converted = convcache.New(convcache.Config{MaxBytes: convcache.DefaultMaxBytes, Component: "gateway"})
 	s.api = &kubeAPI{
 		discovery: &discovery.Server{Registry: registry, OpenAPI: registryv1.NewOpenAPIServiceClient(regConn)},
 		crdAPI:    crd.New(crd.Config{Registry: registry, MinRequestTimeout: cfg.MinRequestTimeout}),
@@ -137,6 +141,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			Storage:           storagev1.NewStorageServiceClient(stoConn),
 			Validator:         validatorv1.NewValidatorServiceClient(valConn),
 			Converter:         converter,
+			Converted:         s.converted,
 			CRDs:              s.crds,
 			MinRequestTimeout: cfg.MinRequestTimeout,
 			CRDWait:           cfg.CRDWait,

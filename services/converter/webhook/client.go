@@ -232,7 +232,7 @@ func (ts *targets) client(caBundle []byte, from, to string) (string, *http.Clien
 // post sends a ConversionReview and returns the response body. Errors read
 // as upstream's REST client's do: the transport's (`Post "<url>": dial tcp
 // ...`), a Status the webhook answered with, or a generic server response.
-func (t *target) post(ctx context.Context, body []byte) ([]byte, error) {
+func (t *target) post(ctx context.Context, body []byte) (*answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -260,5 +260,16 @@ func (t *target) post(ctx context.Context, body []byte) ([]byte, error) {
 		}
 		return nil, apierrors.NewGenericServerResponse(resp.StatusCode, req.Method, schema.GroupResource{}, "", msg, 0, true)
 	}
-	return data, nil
+	ct := resp.Header.Get("Content-Type")
+	if ct == "" {
+		ct = "application/json" // what client-go assumes: the request's content type
+	}
+	return &answer{body: data, code: resp.StatusCode, contentType: ct}, nil
+}
+
+// answer is a webhook's successful (2xx) HTTP answer.
+type answer struct {
+	body        []byte
+	code        int
+	contentType string
 }

@@ -21,6 +21,8 @@ const (
 	DefaultMaxBatch = 256
 	// DefaultMaxParallelChunks bounds the chunks of one list in flight.
 	DefaultMaxParallelChunks = 8
+	// DefaultCacheBytes bounds the cache of converted objects.
+	DefaultCacheBytes = 64 << 20
 	// DefaultServiceDNSPattern dials a clientConfig.service by its
 	// in-cluster DNS name.
 	DefaultServiceDNSPattern = "{name}.{namespace}.svc:{port}"
@@ -52,6 +54,14 @@ type Config struct {
 	// in flight, conversions queue up (past the batch window) and go
 	// together when one returns (0: no cap; the window alone paces reviews).
 	MaxInflight int
+	// CacheBytes bounds the cache of converted objects: the result of a
+	// webhook conversion of an object with a uid and resourceVersion is
+	// kept, keyed by the CRD's uid and generation, the object's uid and
+	// resourceVersion and the desired apiVersion (and checked against a
+	// hash of the object converted), least recently used first out
+	// (0: 64 MiB; negative: no cache, every conversion reaches the
+	// webhook as upstream's).
+	CacheBytes int64
 	// ServiceEndpoints maps a clientConfig.service to the address dialled
 	// for it, for servers outside the cluster (docker compose, a laptop).
 	ServiceEndpoints EndpointMap
@@ -72,6 +82,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.BatchWindow, "batch-window", DefaultBatchWindow, "longest a conversion waits to share a ConversionReview with concurrent conversions of the same CRD and versions: at most one coalesced review per CRD and version pair leaves per window; a lone conversion goes at once (negative: never coalesce nor share conversions in flight: one review per request)")
 	fs.IntVar(&c.MaxBatch, "max-batch-objects", DefaultMaxBatch, "most objects in one ConversionReview; larger lists are split into chunks of this size converted in parallel (negative: no limit)")
 	fs.IntVar(&c.MaxParallelChunks, "max-parallel-chunks", DefaultMaxParallelChunks, "most chunks of one list converted at once")
+	fs.Int64Var(&c.CacheBytes, "conversion-cache-bytes", DefaultCacheBytes, "bytes of webhook-converted objects kept, by CRD uid and generation, object uid and resourceVersion and desired apiVersion (LRU; negative: no cache)")
 	fs.IntVar(&c.MaxInflight, "max-inflight-reviews", 0, "when positive, most coalesced ConversionReviews in flight at once per CRD and pair of versions; beyond, conversions queue for the next one (0: no cap)")
 	if c.ServiceEndpoints == nil {
 		c.ServiceEndpoints = EndpointMap{}
@@ -95,6 +106,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ServiceDNSPattern == "" {
 		c.ServiceDNSPattern = DefaultServiceDNSPattern
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = DefaultCacheBytes
 	}
 	return c
 }

@@ -7,8 +7,9 @@ import "sync"
 // same CRD generation is not sent again; later callers wait for its result
 // (the watches of a resource converting the same event cost one
 // conversion, as upstream's watch cache converts an event once for all its
-// watchers). Nothing is remembered once a conversion ends, so every request
-// still reaches the webhook or fails with it.
+// watchers). A flight is forgotten once it lands (successes go on in the
+// cache, keyed by uid and resourceVersion; failures are not kept), so a
+// request whose object is not cached reaches the webhook or fails with it.
 type flights struct {
 	mu sync.Mutex
 	m  map[batchKey]map[string]*flight

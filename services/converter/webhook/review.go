@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode"
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utiljson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
 
 	"github.com/crdplane/crdplane/pkg/jsonscan"
 )
@@ -84,11 +86,11 @@ func (t *target) review(ctx context.Context, fromAPIVersion, desiredAPIVersion s
 		return nil, errors.New("no supported conversion review versions")
 	}
 	uid := uuid.NewUUID()
-	data, err := t.post(ctx, encodeReview(t.reviewVersion, uid, desiredAPIVersion, objs))
+	ans, err := t.post(ctx, encodeReview(t.reviewVersion, uid, desiredAPIVersion, objs))
 	if err != nil {
 		return nil, fmt.Errorf("conversion webhook for %s failed: %v", gvk, err)
 	}
-	converted, err := readResponse(t.reviewVersion, uid, data)
+	converted, err := readResponse(t.reviewVersion, uid, ans)
 	if err != nil {
 		var f *failedError
 		if errors.As(err, &f) {
@@ -108,11 +110,44 @@ func (t *target) review(ctx context.Context, fromAPIVersion, desiredAPIVersion s
 
 // readResponse checks a webhook's ConversionReview as upstream does (for
 // v1: its kind and group/version, and the uid; for v1beta1, which upstream
-// never checked, neither) and returns the converted objects.
-func readResponse(review string, uid types.UID, data []byte) ([]json.RawMessage, error) {
+// never checked, neither) and returns the converted objects. A body that
+// does not decode is worded as upstream's REST client and JSON serializer
+// word it.
+func readResponse(review string, uid types.UID, ans *answer) ([]json.RawMessage, error) {
+	data := ans.body
+	if len(data) == 0 {
+		return nil, fmt.Errorf("0-length response with status code: %d and content type: %s", ans.code, ans.contentType)
+	}
+	// The client's decoder takes a body that does not start with '{' for
+	// YAML, and reads it as the JSON it converts to.
+	if !looksLikeJSON(data) {
+		var err error
+		if data, err = yaml.YAMLToJSON(data); err != nil {
+			return nil, err
+		}
+	}
+	// The serializer reads apiVersion and kind first, with encoding/json
+	// (which checks the whole document's syntax).
+	var head struct {
+		APIVersion string `json:"apiVersion,omitempty"`
+		Kind       string `json:"kind,omitempty"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, fmt.Errorf("couldn't get version/kind; json parse error: %v", err)
+	}
+	// A review of the other version than sent: the client's decoder cannot
+	// convert it into the one it expects.
+	if other := map[string]string{"v1": "v1beta1", "v1beta1": "v1"}[review]; head.Kind == "ConversionReview" && head.APIVersion == reviewGroup+"/"+other {
+		return nil, fmt.Errorf("converting (%s.ConversionReview) to (%s.ConversionReview): unknown conversion", other, review)
+	}
+	if head.APIVersion != "" && head.Kind != "" && !registeredKind(head.APIVersion, head.Kind) {
+		// The client's scheme (the apiextensions.k8s.io types) does not
+		// know it; upstream's scheme is named after its source line.
+		return nil, fmt.Errorf("no kind %q is registered for version %q in scheme %q", head.Kind, head.APIVersion, "pkg/runtime/scheme.go:110")
+	}
 	var r reviewResponse
 	if err := utiljson.UnmarshalCaseSensitivePreserveInts(data, &r); err != nil {
-		return nil, fmt.Errorf("decoding the ConversionReview response: %v", err)
+		return nil, err
 	}
 	if review == "v1" {
 		want := schema.GroupVersionKind{Group: reviewGroup, Version: "v1", Kind: "ConversionReview"}
@@ -212,7 +247,7 @@ func (t *target) finish(original, converted []byte, fromAPIVersion, desiredAPIVe
 			return nil, invalidMeta(errors.New("missing metadata in converted object"))
 		}
 		var v any
-		_ = json.Unmarshal(convMetaRaw, &v)
+		_ = utiljson.UnmarshalCaseSensitivePreserveInts(convMetaRaw, &v)
 		return nil, invalidMeta(fmt.Errorf("invalid metadata of type %T in converted object", v))
 	}
 
@@ -260,14 +295,16 @@ func (t *target) finish(original, converted []byte, fromAPIVersion, desiredAPIVe
 // changed. It returns the map to keep (nil: none) and whether it differs
 // from the original.
 func checkStringMap(name string, orig, conv json.RawMessage) (json.RawMessage, bool, error) {
+	// Decoded as upstream's decoder does: integers as int64, so that the
+	// type named in messages is upstream's.
 	var c, o any
 	if len(conv) > 0 {
-		if err := json.Unmarshal(conv, &c); err != nil {
+		if err := utiljson.UnmarshalCaseSensitivePreserveInts(conv, &c); err != nil {
 			return nil, false, err
 		}
 	}
 	if len(orig) > 0 {
-		_ = json.Unmarshal(orig, &o)
+		_ = utiljson.UnmarshalCaseSensitivePreserveInts(orig, &o)
 	}
 	if c == nil {
 		return nil, o != nil, nil
@@ -304,6 +341,33 @@ func checkStringMap(name string, orig, conv json.RawMessage) (json.RawMessage, b
 		}
 	}
 	return conv, changed, nil
+}
+
+// registeredKind reports whether upstream's webhook client scheme knows
+// apiVersion and kind: the apiextensions.k8s.io v1 and v1beta1 types (with
+// the options and WatchEvent every group version gets) and the unversioned
+// meta types of v1.
+func registeredKind(apiVersion, kind string) bool {
+	switch apiVersion {
+	case reviewGroup + "/v1", reviewGroup + "/v1beta1":
+		switch kind {
+		case "ConversionReview", "CustomResourceDefinition", "CustomResourceDefinitionList", "WatchEvent",
+			"ListOptions", "GetOptions", "DeleteOptions", "CreateOptions", "UpdateOptions", "PatchOptions":
+			return true
+		}
+	case "v1":
+		switch kind {
+		case "Status", "APIVersions", "APIGroupList", "APIGroup", "APIResourceList":
+			return true
+		}
+	}
+	return false
+}
+
+// looksLikeJSON is the client's test of a JSON body: '{' after leading
+// white space.
+func looksLikeJSON(data []byte) bool {
+	return bytes.HasPrefix(bytes.TrimLeftFunc(data, unicode.IsSpace), []byte("{"))
 }
 
 // apiVersionOf reads an object's apiVersion without decoding the rest ("" when

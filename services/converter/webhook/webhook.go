@@ -21,6 +21,12 @@
 // convert it themselves if it fails). Results go back to each caller in its
 // own order.
 //
+// Cache: converted objects are kept (package convcache), keyed by the CRD's uid and
+// generation, the object's uid and resourceVersion and the desired
+// apiVersion, checked against a hash of the input, in an LRU bounded by
+// bytes: repeated reads of an object, the watches of a version and a
+// write's answer followed by its watch event cost one conversion.
+//
 // Failures: when a coalesced review comes back Failed (result.status not
 // Success), the batch is retried as one review per caller, so only the
 // callers whose own objects the webhook rejects get the error — what
@@ -46,6 +52,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/crdplane/crdplane/pkg/convcache"
 )
 
 var tracer = otel.Tracer("github.com/crdplane/crdplane/services/converter/webhook")
@@ -57,6 +65,7 @@ type Converter struct {
 	targets *targets
 
 	flights *flights
+	cache   *convcache.Cache // nil: no cache
 
 	mu     sync.Mutex
 	queues map[batchKey]*queue
@@ -71,21 +80,34 @@ type Stats struct {
 	Calls int64
 	// Objects is the number of objects sent in them.
 	Objects int64
+	// CacheHits and CacheMisses count the conversions of objects with a
+	// uid and resourceVersion answered from the cache of converted
+	// objects, and not.
+	CacheHits, CacheMisses int64
+	// CacheBytes and CacheEntries are what the cache holds.
+	CacheBytes   int64
+	CacheEntries int
 }
 
 // New returns a Converter.
 func New(cfg Config) *Converter {
 	cfg = cfg.withDefaults()
-	return &Converter{cfg: cfg, targets: newTargets(cfg), queues: map[batchKey]*queue{}, flights: newFlights()}
+	return &Converter{cfg: cfg, targets: newTargets(cfg), queues: map[batchKey]*queue{}, flights: newFlights(),
+		cache: convcache.New(convcache.Config{MaxBytes: cfg.CacheBytes, Component: "converter"})}
 }
 
 // Stats returns the calls made so far.
 func (c *Converter) Stats() Stats {
-	return Stats{Calls: c.calls.Load(), Objects: c.objects.Load()}
+	cs := c.cache.Stats()
+	return Stats{Calls: c.calls.Load(), Objects: c.objects.Load(), CacheHits: cs.Hits, CacheMisses: cs.Misses,
+		CacheBytes: cs.Bytes, CacheEntries: cs.Entries}
 }
 
 // Forget drops what the Converter keeps for a deleted CRD.
-func (c *Converter) Forget(uid string) { c.targets.forget(uid) }
+func (c *Converter) Forget(uid string) {
+	c.targets.forget(uid)
+	c.cache.Forget(uid)
+}
 
 // Close closes idle webhook connections.
 func (c *Converter) Close() { c.targets.closeIdle() }
@@ -125,6 +147,9 @@ func (c *Converter) convert(ctx context.Context, crd *apiextensionsv1.CustomReso
 		idx  []int
 	}
 	var groups []*group
+	// Cacheable objects not in the cache, by position: stored once converted.
+	var keys map[int]convcache.Key
+	var inputs map[int]convcache.Input
 	for i, o := range objs {
 		from := apiVersionOf(o)
 		if from == desired {
@@ -137,6 +162,17 @@ func (c *Converter) convert(ctx context.Context, crd *apiextensionsv1.CustomReso
 				return nil, fmt.Errorf("request to convert CR from an invalid group/version: %s", gv)
 			}
 			return nil, fmt.Errorf("request to convert CR list failed, list index %d has invalid group/version: %s", i, gv)
+		}
+		if in, ok := c.cache.Inspect(o); ok {
+			k := in.KeyFor(t.uid, t.generation, desired)
+			if res, hit := c.cache.Get(k, in); hit {
+				out[i] = res
+				continue
+			}
+			if keys == nil {
+				keys, inputs = map[int]convcache.Key{}, map[int]convcache.Input{}
+			}
+			keys[i], inputs[i] = k, in
 		}
 		var g *group
 		for _, x := range groups {
@@ -167,6 +203,9 @@ func (c *Converter) convert(ctx context.Context, crd *apiextensionsv1.CustomReso
 			}
 			for j, i := range g.idx {
 				out[i] = res[j]
+				if k, ok := keys[i]; ok {
+					c.cache.Put(k, inputs[i], res[j])
+				}
 			}
 		}
 		if len(groups) == 1 {

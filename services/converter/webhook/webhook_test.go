@@ -311,7 +311,11 @@ func TestResponseChecks(t *testing.T) {
 		{name: "v1beta1 uid not checked", review: []string{"v1beta1"}, fw: &fakeWebhook{respond: func(r map[string]any) { r["response"].(map[string]any)["uid"] = "other" }},
 			objs: [][]byte{cronTab(beta, "a")}},
 		{name: "wrong review kind", fw: &fakeWebhook{respond: func(r map[string]any) { r["apiVersion"] = "apiextensions.k8s.io/v1beta1" }},
-			objs: [][]byte{cronTab(beta, "a")}, want: prefix + "failed: expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got apiextensions.k8s.io/v1beta1, Kind=ConversionReview"},
+			objs: [][]byte{cronTab(beta, "a")}, want: prefix + "failed: converting (v1beta1.ConversionReview) to (v1.ConversionReview): unknown conversion"},
+		{name: "unknown review kind", fw: &fakeWebhook{respond: func(r map[string]any) { r["kind"] = "ConversionRequest" }},
+			objs: [][]byte{cronTab(beta, "a")}, want: prefix + `failed: no kind "ConversionRequest" is registered for version "apiextensions.k8s.io/v1" in scheme "pkg/runtime/scheme.go:110"`},
+		{name: "no review type", fw: &fakeWebhook{respond: func(r map[string]any) { delete(r, "kind"); delete(r, "apiVersion") }},
+			objs: [][]byte{cronTab(beta, "a")}, want: prefix + "failed: expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got /, Kind="},
 		{name: "no response", fw: &fakeWebhook{respond: func(r map[string]any) { delete(r, "response") }}, objs: [][]byte{cronTab(beta, "a")}, want: prefix + "failed: no response provided"},
 		{name: "count", fw: &fakeWebhook{respond: func(r map[string]any) {
 			resp := r["response"].(map[string]any)
@@ -331,7 +335,7 @@ func TestResponseChecks(t *testing.T) {
 			o["metadata"] = nil
 		}}, objs: [][]byte{[]byte(`{"apiVersion":"example.com/v1beta1","kind":"CronTab","metadata":{}}`)}, want: prefix + "returned invalid metadata: missing metadata in converted object"},
 		{name: "label value", fw: &fakeWebhook{mutate: func(o map[string]any) { o["metadata"].(map[string]any)["labels"] = map[string]any{"n": 1} }}, objs: [][]byte{cronTab(beta, "a")},
-			want: prefix + "returned invalid metadata: metadata.labels[n] must be a string, but is float64 in converted object"},
+			want: prefix + "returned invalid metadata: metadata.labels[n] must be a string, but is int64 in converted object"},
 		{name: "invalid label", fw: &fakeWebhook{mutate: func(o map[string]any) { o["metadata"].(map[string]any)["labels"] = map[string]any{"a b": "c"} }}, objs: [][]byte{cronTab(beta, "a")},
 			want: prefix + `returned invalid metadata: metadata.labels: Invalid value: "a b": name part must consist of alphanumeric characters`},
 		{name: "labels and annotations kept, other metadata restored", fw: &fakeWebhook{mutate: func(o map[string]any) {

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/crdplane/crdplane/pkg/celconv"
+	"github.com/crdplane/crdplane/pkg/convcache"
 	"github.com/crdplane/crdplane/pkg/convert"
 	"github.com/crdplane/crdplane/pkg/grpcx"
 	"github.com/crdplane/crdplane/pkg/jsonscan"
@@ -62,10 +63,27 @@ func (a *Server) convertObjects(ctx context.Context, r *resource, apiVersion str
 	out := make([][]byte, len(objs))
 	var idx []int
 	var pending [][]byte
+	// Webhook conversions served before (package convcache: by CRD uid and
+	// generation, object uid and resourceVersion, apiVersion) are not asked
+	// again. CEL rules live in an annotation, outside the generation: not
+	// cached.
+	cache := a.converted
+	if !r.webhookConversion() {
+		cache = nil
+	}
+	cacheKey := func(in convcache.Input) convcache.Key {
+		return in.KeyFor(string(r.crd.UID), r.crd.Generation, apiVersion)
+	}
 	for i, o := range objs {
 		if objectAPIVersion(o) == apiVersion {
 			out[i] = o
 			continue
+		}
+		if in, ok := cache.Inspect(o); ok {
+			if c, hit := cache.Get(cacheKey(in), in); hit {
+				out[i] = c
+				continue
+			}
 		}
 		idx = append(idx, i)
 		pending = append(pending, o)
@@ -89,6 +107,9 @@ func (a *Server) convertObjects(ctx context.Context, r *resource, apiVersion str
 			// What a webhook returns is coerced whatever the versions' schemas.
 			if out[i], err = pr.apply(resp.GetObjects()[j]); err != nil {
 				return nil, apierrors.NewInternalError(err)
+			}
+			if in, ok := cache.Inspect(pending[b[0]+j]); ok {
+				cache.Put(cacheKey(in), in, out[i])
 			}
 		}
 	}

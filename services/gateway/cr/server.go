@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/crdplane/crdplane/pkg/convcache"
 	"github.com/crdplane/crdplane/pkg/crdcache"
 	converterv1 "github.com/crdplane/crdplane/proto/crdplane/converter/v1"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
@@ -31,6 +32,10 @@ type Config struct {
 	// Converter converts objects between versions (webhook conversion and
 	// CEL conversion rules); nil: unavailable (503 when needed).
 	Converter converterv1.ConverterServiceClient
+	// Converted keeps webhook-converted objects served, so a read of an
+	// unchanged object at another version costs no converter call (nil:
+	// none kept).
+	Converted *convcache.Cache
 	// CRDs is the CRD cache requests are resolved from; New registers a
 	// change handler on it, so build the Server before the cache runs.
 	CRDs *crdcache.Cache
@@ -51,6 +56,7 @@ type Server struct {
 	storage   storagev1.StorageServiceClient
 	validator validatorv1.ValidatorServiceClient
 	converter converterv1.ConverterServiceClient // nil: webhook conversion unavailable
+	converted *convcache.Cache                   // webhook-converted objects served (nil: none kept)
 
 	crds      *crdcache.Cache
 	crdEvents *crdEvents
@@ -69,6 +75,7 @@ func New(cfg Config) *Server {
 		storage:           cfg.Storage,
 		validator:         cfg.Validator,
 		converter:         cfg.Converter,
+		converted:         cfg.Converted,
 		crds:              cfg.CRDs,
 		crdEvents:         newCRDEvents(),
 		minRequestTimeout: cfg.MinRequestTimeout,
