@@ -119,3 +119,38 @@ func TestUpdateMetadataCausesRepeated(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrentPatchesRetry: merge patches of one object that pin no
+// resourceVersion never answer 409 however many race (upstream's
+// GuaranteedUpdate reads again and reapplies a patch that lost, without a
+// bound on attempts); each patch's change is in the result. One that pins
+// a stale resourceVersion is a 409.
+func TestConcurrentPatchesRetry(t *testing.T) {
+	g := newTestGateway(t)
+	g.createCronTabCRD()
+	created := g.expect(http.StatusCreated, "POST", crontabs, cronTab("a", map[string]any{"color": "red"}))
+	const writers = 24
+	codes := make(chan int, writers)
+	for i := range writers {
+		go func() {
+			resp, body := g.do("PATCH", crontabs+"/a", fmt.Sprintf(`{"metadata":{"labels":{"w%d":"x"}}}`, i),
+				"Content-Type", "application/merge-patch+json")
+			if resp.StatusCode != http.StatusOK {
+				t.Logf("writer %d: %d %s", i, resp.StatusCode, body)
+			}
+			codes <- resp.StatusCode
+		}()
+	}
+	for range writers {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("a concurrent patch answered %d", code)
+		}
+	}
+	got := g.expect(http.StatusOK, "GET", crontabs+"/a", nil)
+	labels, _ := meta(got)["labels"].(map[string]any)
+	if len(labels) != writers {
+		t.Errorf("%d labels after %d patches: %v", len(labels), writers, labels)
+	}
+	stale := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"labels":{"late":"x"}}}`, str(meta(created)["resourceVersion"]))
+	g.expect(http.StatusConflict, "PATCH", crontabs+"/a", stale, "Content-Type", "application/merge-patch+json")
+}

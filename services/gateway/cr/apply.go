@@ -33,7 +33,7 @@ func (a *Server) crApply(ctx context.Context, r *resource, req *gatewayv1.PatchR
 		name: name, subresource: sub, dryRun: isDryRun(opts.DryRun), fieldValidation: opts.FieldValidation,
 		fieldManager: opts.FieldManager,
 	}
-	for attempt := 0; ; attempt++ {
+	for {
 		cur, err := a.readCurrent(ctx, r, ns, name)
 		if err != nil && (sub != "" || !apierrors.IsNotFound(err)) {
 			return nil, err
@@ -72,13 +72,13 @@ func (a *Server) crApply(ctx context.Context, r *resource, req *gatewayv1.PatchR
 		}
 		var result []byte
 		if cur == nil {
-			if result, err = a.applyCreate(ctx, r, ns, name, obj, admitted, p.dryRun); errors.Is(err, errStale) && attempt < maxPatchRetries {
+			if result, err = a.applyCreate(ctx, r, ns, name, obj, admitted, p.dryRun); errors.Is(err, errStale) && retryStale(ctx) {
 				continue // created meanwhile: apply to it
 			}
 		} else {
 			result, err = a.applyExisting(ctx, r, cur, obj, admitted, p)
 			if errors.Is(err, errStale) {
-				if objmeta.String(obj, "resourceVersion") != "" || attempt >= maxPatchRetries {
+				if objmeta.String(obj, "resourceVersion") != "" || !retryStale(ctx) {
 					return nil, apierrors.NewConflict(r.groupResource(), name, errors.New(optimisticLockMsg))
 				}
 				continue

@@ -25,8 +25,6 @@ import (
 	"github.com/crdplane/crdplane/services/gateway/listing"
 )
 
-// maxDeleteRetries bounds the re-reads of a delete racing other writers.
-const maxDeleteRetries = 8
 
 // DeleteOptions reads DeleteOptions from the body when there is one, else
 // from the query (orphanDependents, which the rpcs do not carry, from the
@@ -70,7 +68,7 @@ func DeleteOptions(body []byte, query url.Values, dryRun []string, grace *int64,
 // foregroundDeletion stays until a client removes them.
 func (a *Server) deleteOne(ctx context.Context, r *resource, ns, name string, opts *metav1.DeleteOptions) (doc []byte, deleted bool, _ error) {
 	dryRun := isDryRun(opts.DryRun)
-	for attempt := 0; ; attempt++ {
+	for {
 		cur, err := a.readCurrent(ctx, r, ns, name)
 		if err != nil {
 			return nil, false, err
@@ -86,7 +84,7 @@ func (a *Server) deleteOne(ctx context.Context, r *resource, ns, name string, op
 			doc, err = a.markDeleting(ctx, r, cur, fins, changed, dryRun)
 		}
 		if errors.Is(err, errStale) {
-			if opts.Preconditions != nil && opts.Preconditions.ResourceVersion != nil || attempt >= maxDeleteRetries {
+			if opts.Preconditions != nil && opts.Preconditions.ResourceVersion != nil || !retryStale(ctx) {
 				return nil, false, apierrors.NewConflict(r.groupResource(), name, errors.New(optimisticLockMsg))
 			}
 			continue

@@ -183,7 +183,7 @@ func checkScaleName(s *autoscalingv1.Scale, name, namespace string) error {
 // strategy). A lost race is retried unless the Scale named a
 // resourceVersion. It returns the new Scale.
 func (a *Server) scaleWrite(ctx context.Context, r *resource, ns, name string, p updateParams, next func(old *autoscalingv1.Scale) (*autoscalingv1.Scale, error)) ([]byte, error) {
-	for attempt := 0; ; attempt++ {
+	for {
 		cur, err := a.readCurrent(ctx, r, ns, name)
 		if err != nil {
 			return nil, err
@@ -213,7 +213,7 @@ func (a *Server) scaleWrite(ctx context.Context, r *resource, ns, name string, p
 		p.subresource = "scale"
 		result, err := a.applyUpdate(ctx, r, cur, obj, p)
 		if errors.Is(err, errStale) {
-			if pinned || attempt >= maxPatchRetries {
+			if pinned || !retryStale(ctx) {
 				return nil, apierrors.NewConflict(r.groupResource(), name, errors.New(optimisticLockMsg))
 			}
 			continue

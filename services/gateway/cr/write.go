@@ -22,9 +22,11 @@ import (
 	"github.com/crdplane/crdplane/services/gateway/listing"
 )
 
-// maxPatchRetries bounds the re-reads of a patch that lost a race with
-// another writer (when the patch does not pin a resourceVersion).
-const maxPatchRetries = 8
+// retryStale reports whether a write that lost a race with another writer
+// (errStale) is tried again from a new read: as upstream's GuaranteedUpdate
+// retries, with no bound on the attempts, for as long as the request lives
+// (its deadline ends it).
+func retryStale(ctx context.Context) bool { return ctx.Err() == nil }
 
 func isDryRun(dryRun []string) bool { return len(dryRun) > 0 }
 
@@ -533,7 +535,7 @@ func (a *Server) Patch(ctx context.Context, req *gatewayv1.PatchRequest, opts *m
 			fieldManager: opts.FieldManager, patch: true,
 		})
 		if errors.Is(err, errStale) {
-			if patchPinsRV || attempt >= maxPatchRetries {
+			if patchPinsRV || !retryStale(ctx) {
 				return nil, apierrors.NewConflict(r.groupResource(), name, errors.New(optimisticLockMsg))
 			}
 			continue
