@@ -84,9 +84,6 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	if err := auditor.Run(); err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
 	if auditor != nil {
 		log.Info("audit", "policy", cfg.Audit.PolicyFile, "log", cfg.Audit.LogPath, "webhook", cfg.Audit.WebhookConfigFile)
 	}
@@ -176,6 +173,14 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			cancel()
 			return nil, fmt.Errorf("gateway: listen %s: %w", cfg.ListenAddr, err)
 		}
+	}
+	// The audit backends start last: nothing above can fail after them.
+	if err := auditor.Run(); err != nil {
+		cancel()
+		if s.lis != nil {
+			_ = s.lis.Close()
+		}
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 
 	go func() {

@@ -62,13 +62,14 @@ func (cfg AuditConfig) Enabled() bool {
 
 // Validate checks the flags without reading the files.
 func (cfg AuditConfig) Validate() error {
-	for _, m := range []struct{ flag, mode string }{{"--audit-log-mode", cfg.LogMode}, {"--audit-webhook-mode", cfg.WebhookMode}} {
+	// kube-apiserver's messages (k8s.io/apiserver/pkg/server/options)
+	for _, m := range []struct{ plugin, mode string }{{"log", cfg.LogMode}, {"webhook", cfg.WebhookMode}} {
 		if m.mode != "" && !slices.Contains(AuditModes, m.mode) {
-			return fmt.Errorf("%s: invalid audit mode %q, allowed modes are %q", m.flag, m.mode, strings.Join(AuditModes, ","))
+			return fmt.Errorf("invalid audit %s mode %s, allowed modes are %q", m.plugin, m.mode, strings.Join(AuditModes, ","))
 		}
 	}
 	if cfg.LogFormat != "" && !slices.Contains(auditlog.AllowedFormats, cfg.LogFormat) {
-		return fmt.Errorf("--audit-log-format: invalid audit log format %s, allowed formats are %q", cfg.LogFormat, strings.Join(auditlog.AllowedFormats, ","))
+		return fmt.Errorf("invalid audit log format %s, allowed formats are %q", cfg.LogFormat, strings.Join(auditlog.AllowedFormats, ","))
 	}
 	for _, n := range []struct {
 		flag string
@@ -77,9 +78,6 @@ func (cfg AuditConfig) Validate() error {
 		if n.v < 0 {
 			return fmt.Errorf("%s %v can't be a negative number", n.flag, n.v)
 		}
-	}
-	if cfg.PolicyFile == "" && (cfg.LogPath != "" || cfg.WebhookConfigFile != "") {
-		slog.Default().Warn("gateway: an audit backend is configured without --audit-policy-file: no events are recorded")
 	}
 	return nil
 }
@@ -99,6 +97,9 @@ func NewAuditor(cfg AuditConfig) (*Auditor, error) {
 		return nil, err
 	}
 	if !cfg.Enabled() {
+		if cfg.LogPath != "" || cfg.WebhookConfigFile != "" {
+			slog.Default().Warn("gateway: an audit backend is configured without --audit-policy-file: no events are recorded")
+		}
 		return nil, nil
 	}
 	p, err := policy.LoadPolicyFromFile(cfg.PolicyFile)

@@ -67,6 +67,8 @@ func auditBackend() http.Handler {
 			w.WriteHeader(200)
 			_, _ = io.WriteString(w, `{"type":"ADDED","object":{"kind":"Widget"}}`+"\n")
 			w.(http.Flusher).Flush()
+		case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/widgets"):
+			_, _ = io.WriteString(w, `{"apiVersion":"stable.example.com/v1","kind":"WidgetList","metadata":{"resourceVersion":"9"},"items":[{"apiVersion":"stable.example.com/v1","kind":"Widget","metadata":{"name":"w1"}}]}`)
 		case r.Method == http.MethodPost || r.Method == http.MethodPatch:
 			body, _ := io.ReadAll(r.Body)
 			w.WriteHeader(201)
@@ -147,6 +149,7 @@ func TestAudit(t *testing.T) {
 	send(t, srv, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "admin-token", "application/yaml", "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.stable.example.com\n", nil)
 	send(t, srv, "PATCH", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.stable.example.com", "admin-token", "application/merge-patch+json", `{"metadata":{"labels":{"a":"b"}}}`, nil)
 	send(t, srv, "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "admin-token", "", "", nil)
+	send(t, srv, "GET", widgets, "admin-token", "", "", nil)
 
 	if create.Header.Get("Audit-ID") == "" || get.Header.Get("Audit-ID") != "my-audit-id" || unauthorized.Header.Get("Audit-ID") == "" {
 		t.Errorf("Audit-ID headers: %q %q %q", create.Header.Get("Audit-ID"), get.Header.Get("Audit-ID"), unauthorized.Header.Get("Audit-ID"))
@@ -154,7 +157,7 @@ func TestAudit(t *testing.T) {
 	if forbidden.StatusCode != 403 || unauthorized.StatusCode != 401 {
 		t.Fatalf("codes %d %d", forbidden.StatusCode, unauthorized.StatusCode)
 	}
-	events := readEvents(t, logPath, 10)
+	events := readEvents(t, logPath, 11)
 	ev := func(i int) auditv1.Event { return events[i] }
 	stageOf := func(i int) string { return string(ev(i).Stage) }
 
@@ -219,5 +222,67 @@ func TestAudit(t *testing.T) {
 	e = ev(9)
 	if e.Level != auditv1.LevelMetadata || e.RequestObject != nil || e.ResponseObject != nil || e.Verb != "list" {
 		t.Errorf("list event %+v", e)
+	}
+	// 10: a list at RequestResponse: the list is the response object
+	e = ev(10)
+	if e.Level != auditv1.LevelRequestResponse || e.ResponseObject == nil || !strings.Contains(string(e.ResponseObject.Raw), `"kind":"WidgetList"`) ||
+		!strings.Contains(string(e.ResponseObject.Raw), `"name":"w1"`) {
+		t.Errorf("widget list event %+v", e)
+	}
+}
+
+// TestAuditWebhook: events posted to the audit webhook as an
+// audit.k8s.io/v1 EventList (blocking mode: before the response ends).
+func TestAuditWebhook(t *testing.T) {
+	lists := make(chan auditv1.EventList, 8)
+	kc, _ := webhookServer(t, func(w http.ResponseWriter, r *http.Request) {
+		var l auditv1.EventList
+		if err := json.NewDecoder(r.Body).Decode(&l); err != nil || l.Kind != "EventList" || l.APIVersion != "audit.k8s.io/v1" {
+			http.Error(w, "bad event list", 400)
+			return
+		}
+		lists <- l
+	})
+	dir := t.TempDir()
+	auditor, err := NewAuditor(AuditConfig{PolicyFile: writeFile(t, dir, "p.yaml", []byte(testPolicy)), WebhookConfigFile: kc, WebhookMode: AuditModeBlocking})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := auditor.Run(); err != nil {
+		t.Fatal(err)
+	}
+	defer auditor.Shutdown()
+	srv := httptest.NewServer(&Edge{Tokens: NewTokenSet([]string{"admin-token"}), Audit: auditor, MaxBody: 1 << 20, Next: auditBackend()})
+	defer srv.Close()
+	resp := send(t, srv, "GET", "/apis/stable.example.com/v1/namespaces/default/widgets/nope", "admin-token", "", "", nil)
+	select {
+	case l := <-lists:
+		if len(l.Items) != 1 || string(l.Items[0].AuditID) != resp.Header.Get("Audit-ID") || l.Items[0].Stage != auditv1.StageResponseComplete ||
+			l.Items[0].ResponseStatus == nil || l.Items[0].ResponseStatus.Code != 404 {
+			t.Errorf("webhook got %+v", l.Items)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event list reached the webhook")
+	}
+}
+
+// TestAuditConfigValidate: kube-apiserver's flag checks.
+func TestAuditConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  AuditConfig
+		want string
+	}{
+		{AuditConfig{LogMode: "sometimes"}, `invalid audit log mode sometimes, allowed modes are "batch,blocking,blocking-strict"`},
+		{AuditConfig{LogFormat: "xml"}, `invalid audit log format xml, allowed formats are "legacy,json"`},
+		{AuditConfig{LogMaxAge: -1}, `--audit-log-maxage -1 can't be a negative number`},
+		{AuditConfig{}, ""},
+	} {
+		err := tc.cfg.Validate()
+		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+	if _, err := NewAuditor(AuditConfig{PolicyFile: "/nonexistent/policy.yaml", LogPath: "-"}); err == nil || !strings.Contains(err.Error(), "--audit-policy-file") {
+		t.Errorf("a missing policy file: %v", err)
 	}
 }

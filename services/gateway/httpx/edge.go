@@ -18,7 +18,6 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/filters"
-	"k8s.io/apiserver/pkg/endpoints/filters/impersonation"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
@@ -73,7 +72,7 @@ func (e *Edge) build() {
 		az = e.Authz
 	}
 	var h http.Handler = http.HandlerFunc(e.serve)
-	h = impersonation.WithImpersonation(h, az, statusCodecs)
+	h = withImpersonation(h, az)
 	unauthorized := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeUnauthorized(w) }))
 	if e.Audit != nil {
 		h = filters.WithAudit(h, e.Audit.backend, e.Audit.policy, longRunning)
