@@ -74,6 +74,8 @@ type Config struct {
 	// Auth configures the gateway's authentication (besides Token) and
 	// authorization (default AlwaysAllow).
 	Auth gateway.Auth
+	// Audit configures the gateway's audit log (default: none).
+	Audit gateway.Audit
 	// OpsAddr, when set, serves the process's operations endpoints over
 	// plain HTTP (/metrics of every service in the process, /healthz,
 	// /livez, /readyz following the gateway's readiness), for Prometheus
@@ -167,6 +169,7 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 			Tokens:     []string{cfg.Token},
 			Limits:     cfg.Limits,
 			Auth:       cfg.Auth,
+			Audit:      cfg.Audit,
 		},
 	}
 	mc.Wire(addr)

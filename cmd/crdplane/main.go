@@ -98,10 +98,15 @@ func run(args []string) error {
 	limits.RegisterFlags(fs)
 	var auth gateway.Auth
 	auth.RegisterFlags(fs)
+	var audit gateway.Audit
+	audit.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := auth.Validate(); err != nil {
+		return err
+	}
+	if err := audit.Validate(); err != nil {
 		return err
 	}
 	app.SetupLogging(*logFormat, *logLevel)
@@ -130,6 +135,7 @@ func run(args []string) error {
 		Conversion:        conversion,
 		Limits:            limits,
 		Auth:              auth,
+		Audit:             audit,
 		OpsAddr:           *ops,
 		Profiling:         *profiling,
 	})
@@ -142,6 +148,9 @@ func run(args []string) error {
 		fmt.Printf("metrics and health at %s\n", p.OpsURL)
 	}
 	fmt.Printf("authorization mode: %s\n", strings.Join(auth.AuthorizationModes, ","))
+	if audit.Enabled() {
+		fmt.Printf("audit log: policy %s, log %s\n", audit.PolicyFile, audit.LogPath)
+	}
 	fmt.Printf("kubeconfig written to %s; try:\n  kubectl --kubeconfig %s api-resources\n", *kubeconfig, *kubeconfig)
 
 	select {

@@ -41,6 +41,8 @@ type Config struct {
 	// Auth configures the other authenticators (token file, client
 	// certificates, token webhook, front proxy) and authorization.
 	Auth
+	// Audit configures the audit log (policy, log file, webhook).
+	Audit Audit
 
 	// MaxRequestBodyBytes bounds a request body (default 3 MiB).
 	MaxRequestBodyBytes int64
@@ -89,6 +91,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM serving certificate (default: a self-signed certificate for localhost)")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM serving key")
 	c.Auth.RegisterFlags(fs)
+	c.Audit.RegisterFlags(fs)
 	fs.Func("token", "an accepted bearer token, of the user admin in system:masters (repeatable)", func(s string) error {
 		if s = strings.TrimSpace(s); s != "" {
 			c.Tokens = append(c.Tokens, s)
@@ -122,6 +125,9 @@ func (c *Config) Validate() error {
 		return errors.New("--tls-cert-file and --tls-key-file go together")
 	}
 	if err := c.Auth.Validate(); err != nil {
+		return err
+	}
+	if err := c.Audit.Validate(); err != nil {
 		return err
 	}
 	return c.Limits.check()

@@ -48,6 +48,7 @@ type Service struct {
 	converted *convcache.Cache
 	api       *kubeAPI
 	handler   http.Handler
+	auditor   *httpx.Auditor // nil: no audit
 
 	lis    net.Listener // HTTPS, bound by New
 	tlsCfg *tls.Config
@@ -83,6 +84,13 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	log.Info("authorization", "mode", strings.Join(authz.Modes(), ","))
+	auditor, err := httpx.NewAuditor(cfg.Audit.AuditConfig)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if auditor != nil {
+		log.Info("audit", "policy", cfg.Audit.PolicyFile, "log", cfg.Audit.LogPath, "webhook", cfg.Audit.WebhookConfigFile)
+	}
 	if cfg.MaxRequestBodyBytes > grpcx.MaxRequestMessageSize/3 {
 		// An update's admission carries up to three objects.
 		log.Warn("request bodies this large may not fit in gRPC requests to the validator", "max-request-body-bytes", cfg.MaxRequestBodyBytes, "grpc-request-limit", grpcx.MaxRequestMessageSize)
@@ -161,7 +169,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	watchCtx, stopWatches := context.WithCancel(bg)
 	s.stopWatches = stopWatches
-	s.handler = instrument(&httpx.Edge{Auth: authn, Authz: authz, MaxBody: cfg.MaxRequestBodyBytes, RequestTimeout: cfg.RequestTimeout, Next: mux, StopWatches: watchCtx,
+	s.auditor = auditor
+	s.handler = instrument(&httpx.Edge{Auth: authn, Authz: authz, Audit: auditor, MaxBody: cfg.MaxRequestBodyBytes, RequestTimeout: cfg.RequestTimeout, Next: mux, StopWatches: watchCtx,
 		Inflight: httpx.NewInflightLimiter(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight),
 		Watches:  httpx.NewWatchLimiter(cfg.MaxWatchesPerClient, cfg.MaxWatches)})
 
@@ -170,6 +179,14 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			cancel()
 			return nil, fmt.Errorf("gateway: listen %s: %w", cfg.ListenAddr, err)
 		}
+	}
+	// The audit backends start last: nothing above can fail after them.
+	if err := auditor.Run(); err != nil {
+		cancel()
+		if s.lis != nil {
+			_ = s.lis.Close()
+		}
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 
 	go func() {
@@ -331,6 +348,7 @@ func (s *Service) Close() error {
 		s.cancel()
 		<-s.done
 		s.closeConns()
+		s.auditor.Shutdown()
 	})
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -41,7 +42,7 @@ type discoveryIndex struct {
 	mu     sync.Mutex
 	crds   map[string]map[string]*CRD // group → name → Established CRD
 	groups map[string]*groupDocs      // groups with something served
-	order  []string                   // apiextensions.k8s.io, then CRD groups by name
+	order  []string                   // builtinGroups, then CRD groups by name
 	top    *topDocs                   // nil: re-assemble on the next request
 }
 
@@ -75,6 +76,7 @@ var aggregatedVersions = []string{"v2", "v2beta1"}
 
 func newDiscoveryIndex() *discoveryIndex {
 	x := &discoveryIndex{crds: map[string]map[string]*CRD{}, groups: map[string]*groupDocs{}}
+	x.setGroup(authorizationGroup, renderGroup(authorizationGroupDocs()))
 	x.setGroup(groupName, renderGroup(builtinGroup()))
 	return x
 }
@@ -85,7 +87,7 @@ func (x *discoveryIndex) update(old, new *CRD) {
 	defer x.mu.Unlock()
 	touched := map[string]bool{}
 	for _, c := range []*CRD{old, new} {
-		if c == nil || c.Spec.Group == groupName {
+		if c == nil || isBuiltinGroup(c.Spec.Group) {
 			continue
 		}
 		if m := x.crds[c.Spec.Group]; m != nil {
@@ -95,7 +97,7 @@ func (x *discoveryIndex) update(old, new *CRD) {
 			}
 		}
 	}
-	if new != nil && new.Spec.Group != groupName && conditionTrue(new, condEstablished) {
+	if new != nil && !isBuiltinGroup(new.Spec.Group) && conditionTrue(new, condEstablished) {
 		m := x.crds[new.Spec.Group]
 		if m == nil {
 			m = map[string]*CRD{}
@@ -122,15 +124,18 @@ func (x *discoveryIndex) setGroup(name string, docs *groupDocs) {
 		return
 	case docs == nil:
 		delete(x.groups, name)
-		i := sort.SearchStrings(x.order[1:], name) + 1
+		n := len(builtinGroups)
+		i := sort.SearchStrings(x.order[n:], name) + n
 		x.order = append(x.order[:i], x.order[i+1:]...)
 	case prev == nil:
 		x.groups[name] = docs
-		if name == groupName {
-			x.order = append([]string{name}, x.order...)
+		if isBuiltinGroup(name) {
+			// set up in builtinGroups' order, before any CRD group
+			x.order = append(x.order, name)
 			break
 		}
-		i := sort.SearchStrings(x.order[1:], name) + 1
+		n := len(builtinGroups)
+		i := sort.SearchStrings(x.order[n:], name) + n
 		x.order = append(x.order[:i], append([]string{name}, x.order[i:]...)...)
 	default:
 		x.groups[name] = docs
@@ -283,6 +288,36 @@ func (g *discoveryGroup) version(name string) *discoveryVersion {
 	}
 	return v
 }
+
+// authorizationGroup is served by the gateway's authorizers: the access
+// reviews, create-only, not stored.
+const authorizationGroup = "authorization.k8s.io"
+
+// builtinGroups are the groups crdplane serves itself, first in /apis in
+// kube-apiserver's order (by group priority: authorization.k8s.io 17600,
+// apiextensions.k8s.io 16700); CRDs cannot add to them.
+var builtinGroups = []string{authorizationGroup, groupName}
+
+func isBuiltinGroup(name string) bool { return name == authorizationGroup || name == groupName }
+
+// authorizationGroupDocs describes authorization.k8s.io/v1 as
+// kube-apiserver lists it: the four reviews, verb create only.
+func authorizationGroupDocs() *discoveryGroup {
+	g := &discoveryGroup{name: authorizationGroup, versions: map[string]*discoveryVersion{}}
+	v := g.version("v1")
+	for _, r := range []struct {
+		kind       string
+		namespaced bool
+	}{{"LocalSubjectAccessReview", true}, {"SelfSubjectAccessReview", false}, {"SelfSubjectRulesReview", false}, {"SubjectAccessReview", false}} {
+		singular := strings.ToLower(r.kind)
+		v.resources = append(v.resources, metav1.APIResource{Name: singular + "s", SingularName: singular, Namespaced: r.namespaced, Kind: r.kind, Verbs: reviewVerbs})
+		v.aggregated = append(v.aggregated, aggregatedResource{resource: singular + "s", singular: singular, kind: &metav1.GroupVersionKind{Kind: r.kind}, cluster: !r.namespaced, verbs: reviewVerbs})
+	}
+	return g
+}
+
+// reviewVerbs: the access reviews are only created.
+var reviewVerbs = []string{"create"}
 
 // builtinGroup describes apiextensions.k8s.io/v1 itself.
 func builtinGroup() *discoveryGroup {

@@ -86,8 +86,8 @@ func TestDiscovery(t *testing.T) {
 	if err := json.Unmarshal(body, &list); err != nil {
 		t.Fatal(err)
 	}
-	if list.Kind != "APIGroupList" || list.APIVersion != "v1" || list.Groups[0].Name != "apiextensions.k8s.io" {
-		t.Errorf("/apis starts with %+v", list.Groups[0])
+	if list.Kind != "APIGroupList" || list.APIVersion != "v1" || list.Groups[0].Name != "authorization.k8s.io" || list.Groups[1].Name != "apiextensions.k8s.io" {
+		t.Errorf("/apis starts with %+v", list.Groups[:2])
 	}
 	wantGroup := fmt.Sprintf(`{"name":"%[1]s","versions":[{"groupVersion":"%[1]s/v1","version":"v1"},{"groupVersion":"%[1]s/v1beta1","version":"v1beta1"},{"groupVersion":"%[1]s/v2alpha1","version":"v2alpha1"}],"preferredVersion":{"groupVersion":"%[1]s/v1","version":"v1"}}`, group)
 	if !strings.Contains(string(body), wantGroup) {
@@ -153,7 +153,9 @@ func TestAggregatedDiscovery(t *testing.T) {
 	if ct != "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList" {
 		t.Errorf("content type %q", ct)
 	}
-	if !strings.HasPrefix(string(body), `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[{"metadata":{"name":"apiextensions.k8s.io"},"versions":[{"version":"v1","resources":[{"resource":"customresourcedefinitions","responseKind":{"group":"","version":"","kind":"CustomResourceDefinition"},"scope":"Cluster","singularResource":"customresourcedefinition","verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["crd","crds"],"categories":["api-extensions"],"subresources":[{"subresource":"status","responseKind":{"group":"","version":"","kind":"CustomResourceDefinition"},"verbs":["get","patch","update"]}]}],"freshness":"Current"}]}`) {
+	// kube-apiserver's order: authorization.k8s.io (the reviews, create
+	// only), apiextensions.k8s.io, then the CRD groups.
+	if !strings.HasPrefix(string(body), `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[{"metadata":{"name":"authorization.k8s.io"},"versions":[{"version":"v1","resources":[{"resource":"localsubjectaccessreviews","responseKind":{"group":"","version":"","kind":"LocalSubjectAccessReview"},"scope":"Namespaced","singularResource":"localsubjectaccessreview","verbs":["create"]},{"resource":"selfsubjectaccessreviews","responseKind":{"group":"","version":"","kind":"SelfSubjectAccessReview"},"scope":"Cluster","singularResource":"selfsubjectaccessreview","verbs":["create"]},{"resource":"selfsubjectrulesreviews","responseKind":{"group":"","version":"","kind":"SelfSubjectRulesReview"},"scope":"Cluster","singularResource":"selfsubjectrulesreview","verbs":["create"]},{"resource":"subjectaccessreviews","responseKind":{"group":"","version":"","kind":"SubjectAccessReview"},"scope":"Cluster","singularResource":"subjectaccessreview","verbs":["create"]}],"freshness":"Current"}]},{"metadata":{"name":"apiextensions.k8s.io"},"versions":[{"version":"v1","resources":[{"resource":"customresourcedefinitions","responseKind":{"group":"","version":"","kind":"CustomResourceDefinition"},"scope":"Cluster","singularResource":"customresourcedefinition","verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["crd","crds"],"categories":["api-extensions"],"subresources":[{"subresource":"status","responseKind":{"group":"","version":"","kind":"CustomResourceDefinition"},"verbs":["get","patch","update"]}]}],"freshness":"Current"}]}`) {
 		t.Errorf("aggregated = %s", body)
 	}
 	want := fmt.Sprintf(`{"metadata":{"name":"%[1]s"},"versions":[{"version":"v1","resources":[{"resource":"cogs","responseKind":{"group":"%[1]s","version":"v1","kind":"Cog"},"scope":"Namespaced","singularResource":"cog","verbs":["delete","deletecollection","get","list","patch","create","update","watch"],"subresources":[{"subresource":"status","responseKind":{"group":"%[1]s","version":"v1","kind":"Cog"},"verbs":["get","patch","update"]}]}],"freshness":"Current"}]}`, group)
@@ -280,7 +282,7 @@ func TestDiscoveryIncremental(t *testing.T) {
 	if _, _, err := x.document("a.example.com", "", ""); status(err).Code != http.StatusNotFound {
 		t.Fatalf("deleted CRD's group: %v", err)
 	}
-	if x.order[0] != groupName || len(x.order) != 2 || x.order[1] != "b.example.com" {
+	if x.order[0] != authorizationGroup || x.order[1] != groupName || len(x.order) != 3 || x.order[2] != "b.example.com" {
 		t.Fatalf("order %v", x.order)
 	}
 }
@@ -294,4 +296,28 @@ func establishedCRD(name, group, plural, kind string) *CRD {
 	crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true}}
 	setCondition(crd, condition{Type: condEstablished, Status: apiextensionsv1.ConditionTrue})
 	return crd
+}
+
+// TestDiscoveryAuthorizationGroup: authorization.k8s.io/v1 lists the
+// access reviews as kube-apiserver does (create only, not stored: no
+// storageVersionHash).
+func TestDiscoveryAuthorizationGroup(t *testing.T) {
+	x := newDiscoveryIndex()
+	_, d, err := x.document(authorizationGroup, "v1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"authorization.k8s.io/v1","resources":[{"name":"localsubjectaccessreviews","singularName":"localsubjectaccessreview","namespaced":true,"kind":"LocalSubjectAccessReview","verbs":["create"]},{"name":"selfsubjectaccessreviews","singularName":"selfsubjectaccessreview","namespaced":false,"kind":"SelfSubjectAccessReview","verbs":["create"]},{"name":"selfsubjectrulesreviews","singularName":"selfsubjectrulesreview","namespaced":false,"kind":"SelfSubjectRulesReview","verbs":["create"]},{"name":"subjectaccessreviews","singularName":"subjectaccessreview","namespaced":false,"kind":"SubjectAccessReview","verbs":["create"]}]}`
+	if string(d.body) != want {
+		t.Errorf("got  %s\nwant %s", d.body, want)
+	}
+	_, g, err := x.document(authorizationGroup, "", "")
+	if err != nil || string(g.body) != `{"kind":"APIGroup","apiVersion":"v1","name":"authorization.k8s.io","versions":[{"groupVersion":"authorization.k8s.io/v1","version":"v1"}],"preferredVersion":{"groupVersion":"authorization.k8s.io/v1","version":"v1"}}` {
+		t.Errorf("group: %s %v", g.body, err)
+	}
+	// A CRD cannot add to the group.
+	x.update(nil, establishedCRD("things.authorization.k8s.io", authorizationGroup, "things", "Thing"))
+	if _, d2, _ := x.document(authorizationGroup, "v1", ""); string(d2.body) != want {
+		t.Errorf("a CRD changed the group: %s", d2.body)
+	}
 }

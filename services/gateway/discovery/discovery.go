@@ -115,13 +115,14 @@ func (s *Server) GetDiscovery(ctx context.Context, req *gatewayv1.GetDiscoveryRe
 // (apidiscovery.k8s.io/v2 APIGroupDiscoveryList), JSON or protobuf.
 const aggregatedParams = ";g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
-// discoveryTarget is the endpoint kind of /apis (group ""), of
-// /apis/apiextensions.k8s.io[/v1] and of the custom resources' groups.
+// discoveryTarget is the endpoint kind of /apis (group ""), of the
+// built-in groups (/apis/apiextensions.k8s.io[/v1],
+// /apis/authorization.k8s.io[/v1]) and of the custom resources' groups.
 func discoveryTarget(group string) kubewire.Target {
 	switch group {
 	case "":
 		return kubewire.TargetRootDiscovery
-	case "apiextensions.k8s.io":
+	case "apiextensions.k8s.io", "authorization.k8s.io":
 		return kubewire.TargetBuiltinDiscovery
 	}
 	return kubewire.TargetDiscovery

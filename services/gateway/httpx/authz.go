@@ -9,6 +9,7 @@ import (
 
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
@@ -150,21 +151,25 @@ func (webhookMetrics) RecordRequestTotal(_ context.Context, code string) {
 	webhookAuthzRequests.WithLabelValues(code).Inc()
 }
 
-// Authorize answers whether r, from u, may proceed; when not, it has
-// written kube-apiserver's answer: 403 with its Forbidden Status (or 500
-// when every authorizer failed). Public paths are always allowed for
-// everyone, as kube-apiserver's default RBAC policy allows them.
-func (a *Authorizer) Authorize(w http.ResponseWriter, r *http.Request, u user.Info) bool {
+// AuthorizeRequest answers whether r, from u, may proceed; when not, it
+// has written kube-apiserver's answer: 403 with its Forbidden Status (or
+// 500 when every authorizer failed). Public paths are always allowed for
+// everyone, as kube-apiserver's default RBAC policy allows them. The
+// decision and its reason are the audit event's annotations, as
+// kube-apiserver's authorization filter records them.
+func (a *Authorizer) AuthorizeRequest(w http.ResponseWriter, r *http.Request, u user.Info) bool {
+	ctx := r.Context()
 	if a == nil || publicPaths[r.URL.Path] {
+		audit.AddAuditAnnotations(ctx, decisionAnnotation, decisionAllow, reasonAnnotation, "")
 		return true
 	}
 	if a.allowAll {
 		a.chain[1].allowed.Inc()
+		audit.AddAuditAnnotations(ctx, decisionAnnotation, decisionAllow, reasonAnnotation, "")
 		return true
 	}
 	start := time.Now()
 	defer func() { authzDuration.Observe(time.Since(start).Seconds()) }()
-	ctx := r.Context()
 	attrs, err := a.Attributes(r, u)
 	if err != nil {
 		responsewriters.InternalError(w, r, err)
@@ -172,26 +177,66 @@ func (a *Authorizer) Authorize(w http.ResponseWriter, r *http.Request, u user.In
 	}
 	decision, reason, err := a.decide(ctx, attrs)
 	if decision == authorizer.DecisionAllow {
+		audit.AddAuditAnnotations(ctx, decisionAnnotation, decisionAllow, reasonAnnotation, reason)
 		return true
 	}
 	if err != nil {
+		audit.AddAuditAnnotation(ctx, reasonAnnotation, "internal error")
 		responsewriters.InternalError(w, r, err)
 		return false
 	}
+	audit.AddAuditAnnotations(ctx, decisionAnnotation, decisionForbid, reasonAnnotation, reason)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	WriteStatusFor(w, r, kstatus.FromError(responsewriters.ForbiddenStatusError(attrs, reason)))
 	return false
 }
 
+// The annotations of kube-apiserver's authorization filter.
+const (
+	decisionAnnotation = "authorization.k8s.io/decision"
+	reasonAnnotation   = "authorization.k8s.io/reason"
+	decisionAllow      = "allow"
+	decisionForbid     = "forbid"
+)
+
+// Authorize implements authorizer.UnconditionalAuthorizer with the chain
+// (the impersonation filter asks it).
+func (a *Authorizer) Authorize(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
+	return a.decide(ctx, attrs)
+}
+
+// allowAll authorizes everything (an edge without an Authorizer).
+var allowAll = authorizerfactory.NewAlwaysAllowAuthorizer()
+
 // Attributes are kube-apiserver's authorization attributes of r from u
-// (its RequestInfoFactory and authorization filter).
+// (its RequestInfoFactory and authorization filter); the request info on
+// r's context when there is one.
 func (a *Authorizer) Attributes(r *http.Request, u user.Info) (authorizer.Attributes, error) {
-	info, err := a.info.NewRequestInfo(r)
-	if err != nil {
-		return nil, err
+	ctx := r.Context()
+	if _, ok := request.RequestInfoFrom(ctx); !ok {
+		info, err := a.info.NewRequestInfo(r)
+		if err != nil {
+			return nil, err
+		}
+		ctx = request.WithRequestInfo(ctx, info)
 	}
-	ctx := request.WithRequestInfo(request.WithUser(r.Context(), u), info)
-	return filters.GetAuthorizerAttributes(ctx)
+	return filters.GetAuthorizerAttributes(request.WithUser(ctx, u))
+}
+
+// requestInfoFactory is kube-apiserver's, for /api and /apis.
+var requestInfoFactory = &request.RequestInfoFactory{APIPrefixes: sets.NewString("api", "apis"), GrouplessAPIPrefixes: sets.NewString("api")}
+
+// withRequestInfo puts the request's RequestInfo on its context (upstream's
+// WithRequestInfo filter).
+func withRequestInfo(h http.Handler) http.Handler {
+	return filters.WithRequestInfo(h, requestInfoFactory)
+}
+
+// longRunning reports the requests whose audit events have a
+// ResponseStarted stage: watches (crdplane serves no other long-running
+// verb).
+func longRunning(_ *http.Request, ri *request.RequestInfo) bool {
+	return ri != nil && ri.Verb == "watch"
 }
 
 // decide runs the chain as kube-apiserver's union authorizer of v1.33:

@@ -11,10 +11,14 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/endpoints/filters"
+	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
 )
@@ -46,26 +50,73 @@ type Edge struct {
 	// open watches (overload.go; nil: no limits).
 	Inflight *InflightLimiter
 	Watches  *WatchLimiter
+	// Audit records the requests as its policy says (nil: no audit; the
+	// Audit-ID header is set either way).
+	Audit *Auditor
+
+	once    sync.Once
+	handler http.Handler
 }
 
 func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// The credentials stop here (Authenticate removes them); nothing
-	// behind the edge needs them. The user travels on: on the request's
-	// context, its span and the metadata of the gRPC calls behind it.
-	var u user.Info
-	var ok bool
-	if e.Auth != nil {
-		u, ok = e.Auth.Authenticate(r)
-	} else {
-		u, ok = e.Tokens.Authenticate(r)
+	e.once.Do(e.build)
+	e.handler.ServeHTTP(w, r)
+}
+
+// build assembles the edge's filters in kube-apiserver's order: audit ID,
+// request info, authentication (its failures audited), audit, impersonation,
+// then serve (authorization and the rest).
+func (e *Edge) build() {
+	var az authorizer.UnconditionalAuthorizer = allowAll
+	if e.Authz != nil {
+		az = e.Authz
 	}
-	if !ok {
-		writeUnauthorized(w)
+	var h http.Handler = http.HandlerFunc(e.serve)
+	h = withImpersonation(h, az)
+	unauthorized := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeUnauthorized(w) }))
+	if e.Audit != nil {
+		h = filters.WithAudit(h, e.Audit.backend, e.Audit.policy, longRunning)
+		unauthorized = filters.WithFailedAuthenticationAudit(unauthorized, e.Audit.backend, e.Audit.policy)
+	}
+	authenticated := h
+	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The credentials stop here (Authenticate removes them); nothing
+		// behind the edge needs them.
+		var u user.Info
+		var ok bool
+		if e.Auth != nil {
+			u, ok = e.Auth.Authenticate(r)
+		} else {
+			u, ok = e.Tokens.Authenticate(r)
+		}
+		if !ok {
+			unauthorized.ServeHTTP(w, r)
+			return
+		}
+		authenticated.ServeHTTP(w, r.WithContext(request.WithUser(r.Context(), u)))
+	})
+	if e.Audit != nil {
+		// The audit policy and events need the request's attributes
+		// before authentication; without audit, authorization builds them.
+		h = withRequestInfo(h)
+	}
+	e.handler = filters.WithAuditInit(h)
+}
+
+// serve authorizes the request of the (possibly impersonated) user and
+// serves it.
+func (e *Edge) serve(w http.ResponseWriter, r *http.Request) {
+	if e.Audit != nil {
+		var done func()
+		w, done = auditResponse(w, r)
+		defer done()
+	}
+	u, _ := request.UserFrom(r.Context())
+	if !e.Authz.AuthorizeRequest(w, r, u) {
 		return
 	}
-	if !e.Authz.Authorize(w, r, u) {
-		return
-	}
+	// The user travels on: on the request's context, its span and the
+	// metadata of the gRPC calls behind it.
 	r = r.WithContext(withUser(r.Context(), u))
 	clientKey := "user:" + u.GetName()
 
@@ -158,8 +209,12 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteStatusFor(w, r, kstatus.FromError(err))
 		return
 	}
-	// kubectl auth can-i's reviews are answered here, by the authorizers.
-	if e.Authz != nil && e.Authz.ServeSelfReview(w, r, u) {
+	if e.Audit != nil {
+		auditRequest(r)
+	}
+	// The access reviews (kubectl auth can-i's, the SubjectAccessReviews)
+	// are answered here, by the authorizers.
+	if e.Authz != nil && e.Authz.ServeReview(w, r, u) {
 		return
 	}
 	e.Next.ServeHTTP(w, r)
