@@ -26,6 +26,7 @@ import (
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/gateway/core"
 	"github.com/crdplane/crdplane/services/gateway/crd"
 	"github.com/crdplane/crdplane/services/gateway/discovery"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
@@ -148,7 +149,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
-	mux, err := newKubeMux(bg, s.api)
+	coreAPI := core.New(core.Config{Namespaces: registryv1.NewNamespaceServiceClient(regConn), MinRequestTimeout: cfg.MinRequestTimeout})
+	mux, err := newKubeMux(bg, s.api, coreAPI)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -209,7 +211,7 @@ func newMux() *runtime.ServeMux {
 // through grpc-gateway's in-process HandlerServer registration (a direct
 // call, no gRPC hop), the watches streamed straight into the response;
 // kubeRouter in front routes what upstream routes by verb, not by path.
-func newKubeMux(ctx context.Context, a *kubeAPI) (http.Handler, error) {
+func newKubeMux(ctx context.Context, a *kubeAPI, coreAPI *core.Server) (http.Handler, error) {
 	mux := newMux()
 	api := newTracedAPI(a)
 	if err := gatewayv1.RegisterKubeAPIServiceHandlerServer(ctx, mux, api); err != nil {
@@ -217,6 +219,13 @@ func newKubeMux(ctx context.Context, a *kubeAPI) (http.Handler, error) {
 	}
 	if err := watch.Register(mux, api); err != nil {
 		return nil, fmt.Errorf("register watch routes: %w", err)
+	}
+	// the core group's namespaces (/api/v1)
+	if err := gatewayv1.RegisterCoreAPIServiceHandlerServer(ctx, mux, coreAPI); err != nil {
+		return nil, fmt.Errorf("register CoreAPIService routes: %w", err)
+	}
+	if err := watch.RegisterCore(mux, coreAPI); err != nil {
+		return nil, fmt.Errorf("register core watch routes: %w", err)
 	}
 	return &kubeRouter{mux: mux, api: a}, nil
 }

@@ -33,6 +33,8 @@ type Service struct {
 	server  *server
 	inf     *informer
 	ctrl    *controllers
+	ns      *nsServer
+	nsCtrl  *nsController
 	openapi *openapi.Builder
 
 	cancel context.CancelFunc
@@ -96,8 +98,20 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.storage = grpcx.NewProbe("storage", s.conn)
 	s.wg.Go(func() { s.storage.Run(runCtx) })
 	s.wg.Go(func() { s.inf.run(runCtx) })
-	s.wg.Go(func() { cfg.Elector.Run(runCtx, s.ctrl.lead) })
+	nsSt := &nsStore{client: client}
+	s.ns = &nsServer{st: nsSt, log: log}
+	s.nsCtrl = newNSController(log, nsSt, s.inf)
+	s.wg.Go(func() { cfg.Elector.Run(runCtx, s.lead) })
 	return s, nil
+}
+
+// lead runs the controllers while this replica leads: the CRD controllers,
+// and the namespace controller (system namespaces, namespace deletion).
+func (s *Service) lead(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.nsCtrl.lead(ctx) })
+	s.ctrl.lead(ctx)
+	wg.Wait()
 }
 
 // etcdDialTimeout bounds connecting to the leader election's etcd.
@@ -128,9 +142,11 @@ func dialEtcd(ctx context.Context, endpoints []string, tlsFiles etcdtls.Config) 
 	return client, nil
 }
 
-// Register adds the RegistryService and the OpenAPIService to srv.
+// Register adds the RegistryService, the NamespaceService and the
+// OpenAPIService to srv.
 func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	registryv1.RegisterRegistryServiceServer(srv, s.server)
+	registryv1.RegisterNamespaceServiceServer(srv, s.ns)
 	registryv1.RegisterOpenAPIServiceServer(srv, openapi.NewServer(s.openapi))
 }
 
