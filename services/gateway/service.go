@@ -149,8 +149,13 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
-	coreAPI := core.New(core.Config{Namespaces: registryv1.NewNamespaceServiceClient(regConn), MinRequestTimeout: cfg.MinRequestTimeout})
-	mux, err := newKubeMux(bg, s.api, coreAPI)
+	namespaces := registryv1.NewNamespaceServiceClient(regConn)
+	coreAPI := core.New(core.Config{Namespaces: namespaces, MinRequestTimeout: cfg.MinRequestTimeout, Lifecycle: cfg.EnableNamespaceLifecycle})
+	var lifecycle *namespaceLifecycle
+	if cfg.EnableNamespaceLifecycle {
+		lifecycle = &namespaceLifecycle{namespaces: namespaces}
+	}
+	mux, err := newKubeMux(bg, s.api, coreAPI, lifecycle)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -211,7 +216,7 @@ func newMux() *runtime.ServeMux {
 // through grpc-gateway's in-process HandlerServer registration (a direct
 // call, no gRPC hop), the watches streamed straight into the response;
 // kubeRouter in front routes what upstream routes by verb, not by path.
-func newKubeMux(ctx context.Context, a *kubeAPI, coreAPI *core.Server) (http.Handler, error) {
+func newKubeMux(ctx context.Context, a *kubeAPI, coreAPI *core.Server, lifecycle *namespaceLifecycle) (http.Handler, error) {
 	mux := newMux()
 	api := newTracedAPI(a)
 	if err := gatewayv1.RegisterKubeAPIServiceHandlerServer(ctx, mux, api); err != nil {
@@ -227,7 +232,7 @@ func newKubeMux(ctx context.Context, a *kubeAPI, coreAPI *core.Server) (http.Han
 	if err := watch.RegisterCore(mux, coreAPI); err != nil {
 		return nil, fmt.Errorf("register core watch routes: %w", err)
 	}
-	return &kubeRouter{mux: mux, api: a}, nil
+	return &kubeRouter{mux: mux, api: a, lifecycle: lifecycle}, nil
 }
 
 // Handler is the gateway's HTTP handler (authentication, the Kubernetes

@@ -8,6 +8,7 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -47,6 +48,9 @@ type Config struct {
 	Namespaces registryv1.NamespaceServiceClient
 	// MinRequestTimeout is the watch timeout's base (--min-request-timeout).
 	MinRequestTimeout time.Duration
+	// Lifecycle is NamespaceLifecycle admission: default, kube-system and
+	// kube-public cannot be deleted.
+	Lifecycle bool
 }
 
 // Server implements gatewayv1.CoreAPIServiceServer, and serves the
@@ -55,13 +59,14 @@ type Server struct {
 	gatewayv1.UnimplementedCoreAPIServiceServer
 	ns                registryv1.NamespaceServiceClient
 	minRequestTimeout time.Duration
+	lifecycle         bool
 }
 
 var _ gatewayv1.CoreAPIServiceServer = (*Server)(nil)
 
 // New returns a Server for cfg.
 func New(cfg Config) *Server {
-	return &Server{ns: cfg.Namespaces, minRequestTimeout: cfg.MinRequestTimeout}
+	return &Server{ns: cfg.Namespaces, minRequestTimeout: cfg.MinRequestTimeout, lifecycle: cfg.Lifecycle}
 }
 
 // checkVersion answers a version other than v1 (the only one of the core
@@ -440,6 +445,10 @@ func (s *Server) delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*htt
 	if err != nil {
 		return nil, err
 	}
+	if s.lifecycle && immortal(req.GetName()) {
+		// NamespaceLifecycle admission
+		return nil, apierrors.NewForbidden(schema.GroupResource{Resource: Resource}, req.GetName(), errors.New("this namespace may not be deleted"))
+	}
 	dreq := &registryv1.DeleteRequest{Name: req.GetName(), DryRun: len(opts.DryRun) > 0}
 	if p := opts.Preconditions; p != nil {
 		if p.UID != nil {
@@ -458,6 +467,12 @@ func (s *Server) delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*htt
 		return nil, err
 	}
 	return out.Render(resp.GetObject())
+}
+
+// immortal reports the namespaces NamespaceLifecycle admission keeps from
+// deletion.
+func immortal(name string) bool {
+	return name == metav1.NamespaceDefault || name == metav1.NamespaceSystem || name == metav1.NamespacePublic
 }
 
 // deleteOptions reads DeleteOptions from the body, else from the query,
