@@ -239,3 +239,24 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// BenchmarkNamespaceCreatePath is a create's work in the registry before
+// storage: decode, managedFields, strategy, validation.
+func BenchmarkNamespaceCreatePath(b *testing.B) {
+	body := []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"bench","labels":{"team":"a"}}}`)
+	for b.Loop() {
+		ns, _, err := decodeNamespace(body, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ns, err = trackNamespaceUpdate(nil, ns, "", "kubectl"); err != nil {
+			b.Fatal(err)
+		}
+		if err := prepareNamespaceCreate(ns); err != nil {
+			b.Fatal(err)
+		}
+		if errs := validateNamespaceCreate(ns); len(errs) > 0 {
+			b.Fatal(errs)
+		}
+	}
+}
