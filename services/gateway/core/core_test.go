@@ -37,11 +37,11 @@ func TestCheckSubresource(t *testing.T) {
 
 func TestPatchTypes(t *testing.T) {
 	for pt, want := range map[string]bool{
-		"application/json-patch+json":           true,
-		"application/merge-patch+json":          true,
+		"application/json-patch+json":            true,
+		"application/merge-patch+json":           true,
 		"application/strategic-merge-patch+json": true,
-		"application/apply-patch+yaml":          true,
-		"application/json":                      false,
+		"application/apply-patch+yaml":           true,
+		"application/json":                       false,
 	} {
 		if got := patchTypeAllowed(pt); got != want {
 			t.Errorf("%s: %v, want %v", pt, got, want)
