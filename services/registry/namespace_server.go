@@ -374,10 +374,10 @@ func (s *nsServer) deleteOnce(ctx context.Context, req *registryv1.DeleteRequest
 		return nil, err
 	}
 	if uid := req.GetPreconditionUid(); uid != "" && uid != string(cur.UID) {
-		return nil, apierrors.NewConflict(nsGR, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, cur.UID))
+		return nil, apierrors.NewConflict(nsGR, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, cur.UID)) //nolint:staticcheck // upstream's message
 	}
 	if rv := req.GetPreconditionResourceVersion(); rv != "" && rv != cur.ResourceVersion {
-		return nil, apierrors.NewConflict(nsGR, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", rv, cur.ResourceVersion))
+		return nil, apierrors.NewConflict(nsGR, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", rv, cur.ResourceVersion)) //nolint:staticcheck // upstream's message
 	}
 	rv, err := nsRV(cur)
 	if err != nil {
