@@ -168,6 +168,27 @@ func (s *Service) WaitReady(ctx context.Context) error {
 	return s.inf.waitSynced(ctx)
 }
 
+// WaitSystemNamespaces waits until the system namespaces (default,
+// kube-system, kube-public, kube-node-lease) exist: the leader creates
+// them when it starts. Tests wait for it so that no write of the registry
+// races theirs.
+func (s *Service) WaitSystemNamespaces(ctx context.Context) error {
+	for _, name := range systemNamespaces {
+		for {
+			_, err := s.ns.st.get(ctx, name)
+			if err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("registry: system namespace %s: %w", name, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
 // Close stops the background work and the connections.
 func (s *Service) Close() error {
 	var err error
