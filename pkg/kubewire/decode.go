@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -127,6 +128,13 @@ func DecodeBody(r BodyRequest) (Body, error) {
 		}
 		b.JSON = doc
 		return b, nil
+	case TargetNamespace, TargetNamespaceCollection:
+		doc, err := decodeNamespace(info.Serializer, r.Body)
+		if err != nil {
+			return Body{}, err
+		}
+		b.JSON = doc
+		return b, nil
 	case TargetScale:
 		doc, err := decodeScale(info.Serializer, r.Body)
 		if err != nil {
@@ -173,6 +181,29 @@ func decodeCRD(s runtime.Decoder, body []byte) ([]byte, error) {
 	}
 	out.SetGroupVersionKind(crdV1)
 	doc, err := json.Marshal(out)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return doc, nil
+}
+
+var namespaceV1 = corev1.SchemeGroupVersion.WithKind("Namespace")
+
+// decodeNamespace decodes a protobuf core/v1 Namespace as kube-apiserver's
+// create and update handlers do and returns it as v1 JSON (unknown
+// protobuf fields dropped); what does not decode is upstream's 400.
+func decodeNamespace(s runtime.Decoder, body []byte) ([]byte, error) {
+	into := &corev1.Namespace{}
+	def := namespaceV1
+	obj, gvk, err := builtinCodecs.DecoderToVersion(s, corev1.SchemeGroupVersion).Decode(body, &def, into)
+	if err != nil {
+		return nil, decodeError(err, "Namespace", gvk, body)
+	}
+	if gv := gvk.GroupVersion(); gv != corev1.SchemeGroupVersion {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%v)", gv.String(), corev1.SchemeGroupVersion.String()))
+	}
+	obj.GetObjectKind().SetGroupVersionKind(namespaceV1)
+	doc, err := json.Marshal(obj)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}

@@ -50,6 +50,13 @@ const (
 	// aggregated discovery when asked for with
 	// as=APIGroupDiscoveryList;g=apidiscovery.k8s.io;v=v2.
 	TargetRootDiscovery
+	// TargetNamespace is a go-restful route of one core/v1 Namespace (GET,
+	// create, update, patch, delete, and the status and finalize
+	// subresources): as TargetCRD.
+	TargetNamespace
+	// TargetNamespaceCollection is the LIST and WATCH route of namespaces:
+	// as TargetCRDCollection.
+	TargetNamespaceCollection
 )
 
 // Transform is a conversion of the response object a client asked for
@@ -221,9 +228,9 @@ func restfulProduces(t Target) []string {
 	ns, _ := targetSerializers(t)
 	media, stream := negotiation.MediaTypesForSerializer(ns)
 	switch t {
-	case TargetCRD, TargetBuiltinDiscovery:
+	case TargetCRD, TargetNamespace, TargetBuiltinDiscovery:
 		return media
-	case TargetCRDCollection:
+	case TargetCRDCollection, TargetNamespaceCollection:
 		return append(media, stream...)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	apidiscoveryv2beta1 "k8s.io/api/apidiscovery/v2beta1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsinstall "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/install"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -70,6 +71,8 @@ func init() {
 	utilruntime.Must(autoscalingv1.AddToScheme(builtinScheme))
 	utilruntime.Must(apidiscoveryv2.AddToScheme(builtinScheme))
 	utilruntime.Must(apidiscoveryv2beta1.AddToScheme(builtinScheme))
+	// the part of core/v1 crdplane serves (kube-apiserver's legacy group)
+	builtinScheme.AddKnownTypes(corev1.SchemeGroupVersion, &corev1.Namespace{}, &corev1.NamespaceList{})
 	builtinCodecs = serializer.NewCodecFactory(builtinScheme)
 }
 
@@ -115,6 +118,8 @@ var wireTypes = map[schema.GroupVersionKind]wireType{
 	metav1beta1.SchemeGroupVersion.WithKind("PartialObjectMetadata"):            {newObject: func() protoObject { return &metav1beta1.PartialObjectMetadata{} }},
 	metav1beta1.SchemeGroupVersion.WithKind("PartialObjectMetadataList"):        {newObject: func() protoObject { return &metav1beta1.PartialObjectMetadataList{} }, item: "PartialObjectMetadata"},
 	autoscalingv1.SchemeGroupVersion.WithKind("Scale"):                          {newObject: func() protoObject { return &autoscalingv1.Scale{} }},
+	corev1.SchemeGroupVersion.WithKind("Namespace"):                             {newObject: func() protoObject { return &corev1.Namespace{} }},
+	corev1.SchemeGroupVersion.WithKind("NamespaceList"):                         {newObject: func() protoObject { return &corev1.NamespaceList{} }, item: "Namespace"},
 	apidiscoveryv2.SchemeGroupVersion.WithKind("APIGroupDiscoveryList"):         {newObject: func() protoObject { return &apidiscoveryv2.APIGroupDiscoveryList{} }},
 	apidiscoveryv2beta1.SchemeGroupVersion.WithKind("APIGroupDiscoveryList"):    {newObject: func() protoObject { return &apidiscoveryv2beta1.APIGroupDiscoveryList{} }},
 }

@@ -57,6 +57,12 @@ type Config struct {
 	// not know yet waits for the cache when the registry has the CRD
 	// (default 5s).
 	CRDWait time.Duration
+	// EnableNamespaceLifecycle turns on kube-apiserver's NamespaceLifecycle
+	// admission: creates of custom resources in a namespace that does not
+	// exist (404) or is being deleted (403) are refused, and the default,
+	// kube-system and kube-public namespaces cannot be deleted. Off by
+	// default, as the standalone apiextensions-apiserver.
+	EnableNamespaceLifecycle bool
 	// ShutdownGrace bounds the graceful stop of Run (default 10s).
 	ShutdownGrace time.Duration
 
@@ -102,6 +108,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", httpx.DefaultRequestTimeout, "deadline of every request but watches (?timeout may shorten it)")
 	fs.DurationVar(&c.MinRequestTimeout, "min-request-timeout", 30*time.Minute, "watch duration when the client sets no timeoutSeconds (randomised up to twice this)")
 	fs.DurationVar(&c.CRDWait, "crd-wait", 5*time.Second, "how long a request waits for the CRD cache to catch up with the registry")
+	fs.BoolVar(&c.EnableNamespaceLifecycle, "enable-namespace-lifecycle", false, "NamespaceLifecycle admission: refuse creates of custom resources in namespaces that do not exist (404) or are terminating (403), and deletes of default, kube-system and kube-public")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "bound on graceful shutdown")
 	c.Limits.RegisterFlags(fs)
 }

@@ -121,7 +121,8 @@ func TestUnknownResources(t *testing.T) {
 		{"GET", "/apis/stable.example.com/v9/namespaces/default/crontabs"},
 		{"GET", "/apis/other.example.com/v1/crontabs"},
 		{"POST", "/apis/stable.example.com/v1/crontabs"}, // namespaced resource without a namespace
-		{"GET", "/api/v1"},
+		{"GET", "/api/v2"},
+		{"GET", "/api/v1/pods"},
 		{"GET", "/nothing/here"},
 	} {
 		g.expectPageNotFound(tc.method, tc.path, map[string]any{})

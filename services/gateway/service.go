@@ -27,6 +27,7 @@ import (
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/gateway/core"
 	"github.com/crdplane/crdplane/services/gateway/cr"
 	"github.com/crdplane/crdplane/services/gateway/crd"
 	"github.com/crdplane/crdplane/services/gateway/discovery"
@@ -162,7 +163,13 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
-	mux, err := newKubeMux(bg, s.api)
+	namespaces := registryv1.NewNamespaceServiceClient(regConn)
+	coreAPI := core.New(core.Config{Namespaces: namespaces, MinRequestTimeout: cfg.MinRequestTimeout, Lifecycle: cfg.EnableNamespaceLifecycle})
+	var lifecycle *namespaceLifecycle
+	if cfg.EnableNamespaceLifecycle {
+		lifecycle = &namespaceLifecycle{namespaces: namespaces}
+	}
+	mux, err := newKubeMux(bg, s.api, coreAPI, lifecycle)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -232,7 +239,7 @@ func newMux() *runtime.ServeMux {
 // through grpc-gateway's in-process HandlerServer registration (a direct
 // call, no gRPC hop), the watches streamed straight into the response;
 // kubeRouter in front routes what upstream routes by verb, not by path.
-func newKubeMux(ctx context.Context, a *kubeAPI) (http.Handler, error) {
+func newKubeMux(ctx context.Context, a *kubeAPI, coreAPI *core.Server, lifecycle *namespaceLifecycle) (http.Handler, error) {
 	mux := newMux()
 	api := newTracedAPI(a)
 	if err := gatewayv1.RegisterKubeAPIServiceHandlerServer(ctx, mux, api); err != nil {
@@ -241,7 +248,14 @@ func newKubeMux(ctx context.Context, a *kubeAPI) (http.Handler, error) {
 	if err := watch.Register(mux, api); err != nil {
 		return nil, fmt.Errorf("register watch routes: %w", err)
 	}
-	return &kubeRouter{mux: mux, api: a}, nil
+	// the core group's namespaces (/api/v1)
+	if err := gatewayv1.RegisterCoreAPIServiceHandlerServer(ctx, mux, coreAPI); err != nil {
+		return nil, fmt.Errorf("register CoreAPIService routes: %w", err)
+	}
+	if err := watch.RegisterCore(mux, coreAPI); err != nil {
+		return nil, fmt.Errorf("register core watch routes: %w", err)
+	}
+	return &kubeRouter{mux: mux, api: a, lifecycle: lifecycle}, nil
 }
 
 // Handler is the gateway's HTTP handler (authentication, the Kubernetes

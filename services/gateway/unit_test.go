@@ -134,7 +134,11 @@ func TestWatchRewrite(t *testing.T) {
 		{"/apis/g/v1/widgets", ""},
 		{"/apis/g/v1?watch=true", ""},
 		{"/apis/g/v1/watch/widgets?watch=true", ""},
-		{"/api/v1/pods?watch=true", ""},
+		{"/api/v1/namespaces?watch=true", "/api/v1/watch/namespaces"},
+		{"/api/v1/namespaces/ns1?watch=1", "/api/v1/watch/namespaces?fieldSelector=metadata.name%3Dns1"},
+		{"/api/v1/pods?watch=true", "/api/v1/watch/pods"},
+		{"/api/v1/watch/namespaces?watch=true", ""},
+		{"/api/v1?watch=true", ""},
 	}
 	for _, tt := range tests {
 		u, _ := url.Parse(tt.in)

@@ -91,6 +91,10 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "registry not ready:", err)
 		return 1
 	}
+	if err := svc.WaitSystemNamespaces(wctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	return m.Run()
 }
 

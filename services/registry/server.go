@@ -436,7 +436,14 @@ func (s *server) GetDiscovery(ctx context.Context, req *registryv1.GetDiscoveryR
 	if err := s.inf.waitSynced(wctx); err != nil {
 		return nil, kstatus.ToGRPC(apierrors.NewServiceUnavailable("the CRD cache is not synced yet"))
 	}
-	ct, doc, err := s.discovery.document(req.GetGroup(), req.GetVersion(), req.GetAccept())
+	var ct string
+	var doc document
+	var err error
+	if req.GetCore() {
+		ct, doc, err = coreDocument(req.GetVersion(), req.GetAccept())
+	} else {
+		ct, doc, err = s.discovery.document(req.GetGroup(), req.GetVersion(), req.GetAccept())
+	}
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}

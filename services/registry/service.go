@@ -33,6 +33,8 @@ type Service struct {
 	server  *server
 	inf     *informer
 	ctrl    *controllers
+	ns      *nsServer
+	nsCtrl  *nsController
 	openapi *openapi.Builder
 
 	cancel context.CancelFunc
@@ -96,8 +98,20 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.storage = grpcx.NewProbe("storage", s.conn)
 	s.wg.Go(func() { s.storage.Run(runCtx) })
 	s.wg.Go(func() { s.inf.run(runCtx) })
-	s.wg.Go(func() { cfg.Elector.Run(runCtx, s.ctrl.lead) })
+	nsSt := &nsStore{client: client}
+	s.ns = &nsServer{st: nsSt, log: log}
+	s.nsCtrl = newNSController(log, nsSt, s.inf)
+	s.wg.Go(func() { cfg.Elector.Run(runCtx, s.lead) })
 	return s, nil
+}
+
+// lead runs the controllers while this replica leads: the CRD controllers,
+// and the namespace controller (system namespaces, namespace deletion).
+func (s *Service) lead(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.nsCtrl.lead(ctx) })
+	s.ctrl.lead(ctx)
+	wg.Wait()
 }
 
 // etcdDialTimeout bounds connecting to the leader election's etcd.
@@ -128,9 +142,11 @@ func dialEtcd(ctx context.Context, endpoints []string, tlsFiles etcdtls.Config) 
 	return client, nil
 }
 
-// Register adds the RegistryService and the OpenAPIService to srv.
+// Register adds the RegistryService, the NamespaceService and the
+// OpenAPIService to srv.
 func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	registryv1.RegisterRegistryServiceServer(srv, s.server)
+	registryv1.RegisterNamespaceServiceServer(srv, s.ns)
 	registryv1.RegisterOpenAPIServiceServer(srv, openapi.NewServer(s.openapi))
 }
 
@@ -150,6 +166,27 @@ func (s *Service) Ready() error {
 // WaitReady waits until Ready or ctx ends.
 func (s *Service) WaitReady(ctx context.Context) error {
 	return s.inf.waitSynced(ctx)
+}
+
+// WaitSystemNamespaces waits until the system namespaces (default,
+// kube-system, kube-public, kube-node-lease) exist: the leader creates
+// them when it starts. Tests wait for it so that no write of the registry
+// races theirs.
+func (s *Service) WaitSystemNamespaces(ctx context.Context) error {
+	for _, name := range systemNamespaces {
+		for {
+			_, err := s.ns.st.get(ctx, name)
+			if err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("registry: system namespace %s: %w", name, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
 
 // Close stops the background work and the connections.

@@ -77,6 +77,9 @@ func (l *corruptLog) due(key string, now time.Time) bool {
 // metric: the group resource's String()).
 func keyResource(key string) string {
 	parts := strings.SplitN(strings.TrimPrefix(key, keyRoot), "/", 3)
+	if coreResources[parts[0]] {
+		return parts[0]
+	}
 	if len(parts) < 2 {
 		return ""
 	}

@@ -11,6 +11,12 @@ import (
 // keyRoot is the common prefix of every key the service stores.
 const keyRoot = "/registry/"
 
+// coreResources are the resources of the legacy core group crdplane
+// stores, under kube-apiserver's layout without a group segment:
+// /registry/<plural>/<name> (only cluster-scoped ones: namespaces). No
+// CRD's group can take their place (a CRD group has a dot).
+var coreResources = map[string]bool{"namespaces": true}
+
 // objectKey is a parsed object key:
 // /registry/<group>/<plural>/[<namespace>/]<name>.
 type objectKey struct {
@@ -33,6 +39,14 @@ func parseKey(key string) (objectKey, error) {
 		}
 	}
 	k := objectKey{raw: key}
+	switch {
+	case len(parts) == 2 && coreResources[parts[0]]:
+		k.resource = schema.GroupResource{Resource: parts[0]}
+		k.name = parts[1]
+		return k, nil
+	case coreResources[parts[0]]:
+		return objectKey{}, badKey(key, "must be "+keyRoot+parts[0]+"/<name>")
+	}
 	switch len(parts) {
 	case 3:
 		k.resource = schema.GroupResource{Group: parts[0], Resource: parts[1]}
@@ -57,7 +71,10 @@ func checkPrefix(prefix string) error {
 		return badKey(prefix, `a collection prefix must end in "/"`)
 	}
 	parts := strings.Split(strings.TrimSuffix(rest, "/"), "/")
-	if len(parts) < 2 || len(parts) > 3 {
+	if len(parts) == 1 && coreResources[parts[0]] {
+		return nil
+	}
+	if len(parts) < 2 || len(parts) > 3 || coreResources[parts[0]] {
 		return badKey(prefix, "must be "+keyRoot+"<group>/<plural>/[<namespace>/]")
 	}
 	for _, p := range parts {
@@ -71,6 +88,9 @@ func checkPrefix(prefix string) error {
 // prefixResource returns the group and resource a valid prefix names.
 func prefixResource(prefix string) schema.GroupResource {
 	parts := strings.SplitN(strings.TrimPrefix(prefix, keyRoot), "/", 3)
+	if coreResources[parts[0]] {
+		return schema.GroupResource{Resource: parts[0]}
+	}
 	if len(parts) < 2 {
 		return schema.GroupResource{}
 	}

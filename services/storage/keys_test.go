@@ -14,6 +14,10 @@ func TestParseKey(t *testing.T) {
 		{key: "/registry/stable.example.com/crontabs/default/x", gr: "crontabs.stable.example.com", ns: "default", name: "x"},
 		{key: "/registry/stable.example.com/clusterthings/x", gr: "clusterthings.stable.example.com", name: "x"},
 		{key: "/registry/apiextensions.k8s.io/customresourcedefinitions/crontabs.stable.example.com", gr: "customresourcedefinitions.apiextensions.k8s.io", name: "crontabs.stable.example.com"},
+		// the core group's namespaces, kube-apiserver's layout
+		{key: "/registry/namespaces/team-a", gr: "namespaces", name: "team-a"},
+		{key: "/registry/namespaces/team-a/x", bad: true},
+		{key: "/registry/namespaces/", bad: true},
 		{key: "/registry/g/p", bad: true},
 		{key: "/registry/g/p/ns/name/extra", bad: true},
 		{key: "/registry/g/p/", bad: true},
@@ -39,17 +43,23 @@ func TestParseKey(t *testing.T) {
 }
 
 func TestCheckPrefix(t *testing.T) {
-	for _, p := range []string{"/registry/g/p/", "/registry/g/p/ns/"} {
+	for _, p := range []string{"/registry/g/p/", "/registry/g/p/ns/", "/registry/namespaces/"} {
 		if err := checkPrefix(p); err != nil {
 			t.Errorf("%q: %v", p, err)
 		}
 	}
-	for _, p := range []string{"/registry/g/p", "/registry/g/", "/registry/", "/registry/g/p/ns/x/", "/registry//p/", "/x/g/p/", ""} {
+	for _, p := range []string{"/registry/g/p", "/registry/g/", "/registry/", "/registry/g/p/ns/x/", "/registry//p/", "/registry/namespaces/x/", "/x/g/p/", ""} {
 		if err := checkPrefix(p); !apierrors.IsBadRequest(err) {
 			t.Errorf("%q: want BadRequest, got %v", p, err)
 		}
 	}
 	if gr := prefixResource("/registry/g.io/things/ns/"); gr.String() != "things.g.io" {
 		t.Errorf("prefixResource: %v", gr)
+	}
+	if gr := prefixResource("/registry/namespaces/"); gr.String() != "namespaces" {
+		t.Errorf("prefixResource of namespaces: %v", gr)
+	}
+	if p := resourcePrefix("/registry/namespaces/"); p != "/registry/namespaces/" {
+		t.Errorf("resourcePrefix of namespaces: %q", p)
 	}
 }

@@ -20,8 +20,10 @@ import (
 
 // TestEnvtestEnvironment points envtest.Environment at the server as an
 // existing cluster: Start installs a CRD and waits until it is served, Stop
-// removes it. Start first reads the default Namespace (core/v1): a server
-// without core/v1 cannot pass it, and the test says so.
+// removes it. Start first reads the default Namespace (core/v1): crdplane
+// serves core/v1 namespaces; a server without them (the standalone
+// upstream apiextensions-apiserver, SERVER=upstream) cannot pass it, and
+// the test says so.
 func TestEnvtestEnvironment(t *testing.T) {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {

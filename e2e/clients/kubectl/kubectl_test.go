@@ -367,3 +367,36 @@ func TestDeleteCascade(t *testing.T) {
 		t.Fatal("CRD still there after delete")
 	}
 }
+
+// TestNamespaces: kubectl get ns (NAME STATUS AGE from the server's Table),
+// create ns, and delete ns, which waits until the namespace and the custom
+// resource in it are gone. A server without core/v1 namespaces (the
+// standalone upstream apiextensions-apiserver) skips it.
+func TestNamespaces(t *testing.T) {
+	f := setup(t)
+	if out, _, err := f.run(t, "", nil, "api-resources", "--api-group="); err != nil || !strings.Contains(out, "namespaces") {
+		t.Skipf("the server does not serve core/v1 namespaces: %v %s", err, out)
+	}
+	out := f.must(t, "", "get", "ns", "default", "kube-system")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAME STATUS AGE" ||
+		!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "default Active ") {
+		t.Fatalf("get ns: %q", out)
+	}
+	if out := f.must(t, "", "create", "ns", f.ns); !strings.Contains(out, "namespace/"+f.ns+" created") {
+		t.Fatalf("create ns: %q", out)
+	}
+	ns := f.object(t, "ns", f.ns)
+	mustEqual(t, "spec", get(ns, "spec"), `{"finalizers":["kubernetes"]}`)
+	mustEqual(t, "status", get(ns, "status"), `{"phase":"Active"}`)
+	f.must(t, f.widget("d1", `{size: 1}`), "apply", "-f", "-")
+	if out := f.must(t, "", "delete", "ns", f.ns, "--timeout=60s"); !strings.Contains(out, `namespace "`+f.ns+`" deleted`) {
+		t.Fatalf("delete ns: %q", out)
+	}
+	if out, errOut, err := f.run(t, "", nil, "get", "ns", f.ns); err == nil || !strings.Contains(errOut, `namespaces "`+f.ns+`" not found`) {
+		t.Fatalf("get ns after delete: %v %q %q", err, out, errOut)
+	}
+	if out := f.must(t, "", "get", f.res, "-A", "-o", "name"); strings.TrimSpace(out) != "" {
+		t.Fatalf("widgets left after the namespace went: %q", out)
+	}
+}

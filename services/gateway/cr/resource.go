@@ -347,3 +347,14 @@ func (a *Server) Refuse(ctx context.Context, group, version, plural, namespace, 
 	}
 	return res.warnings, apierrors.NewMethodNotSupported(res.groupResource(), verb)
 }
+
+// Scope resolves group/version/plural in namespace and returns the
+// resource's group and plural and whether it is namespaced (a path that
+// serves nothing is its 404): what admission in front of the verbs reads.
+func (a *Server) Scope(ctx context.Context, group, version, plural, namespace string) (gr schema.GroupResource, namespaced bool, err error) {
+	r, err := a.resolve(ctx, group, version, plural, namespace, scopeObject)
+	if err != nil {
+		return schema.GroupResource{}, false, err
+	}
+	return r.groupResource(), r.namespaced, nil
+}

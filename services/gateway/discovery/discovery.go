@@ -29,10 +29,18 @@ type Server struct {
 	OpenAPI  registryv1.OpenAPIServiceClient
 }
 
-// GetCoreDiscovery serves /api (no core group is served) and 404s /api/<v>.
+// GetCoreDiscovery serves /api (APIVersions naming v1, or the core group's
+// aggregated discovery when asked for) and /api/v1 (the namespaces), the
+// documents but the legacy /api the registry's.
 func (s *Server) GetCoreDiscovery(ctx context.Context, req *gatewayv1.GetCoreDiscoveryRequest) (*httpbody.HttpBody, error) {
 	if req.GetVersion() != "" {
-		return nil, httpx.ToGRPC(httpx.ErrNotFound())
+		return s.registryDocument(ctx, req.GetVersion(), kubewire.TargetBuiltinDiscovery)
+	}
+	if out, ok := protobufOutput(ctx, kubewire.TargetRootDiscovery); ok && out.Transform == kubewire.TransformAPIGroupDiscoveryList {
+		return s.registryDocument(ctx, "", kubewire.TargetRootDiscovery)
+	}
+	if _, _, ok := aggregatedJSON(httpx.RequestMetaFrom(ctx).Accept); ok {
+		return s.registryDocument(ctx, "", kubewire.TargetRootDiscovery)
 	}
 	host := httpx.RequestMetaFrom(ctx).Host
 	if host == "" {
@@ -43,7 +51,7 @@ func (s *Server) GetCoreDiscovery(ctx context.Context, req *gatewayv1.GetCoreDis
 	}
 	doc := metav1.APIVersions{
 		TypeMeta:                   metav1.TypeMeta{Kind: "APIVersions"},
-		Versions:                   []string{},
+		Versions:                   []string{"v1"},
 		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: host}},
 	}
 	b, err := json.Marshal(doc)
@@ -58,6 +66,34 @@ func (s *Server) GetCoreDiscovery(ctx context.Context, req *gatewayv1.GetCoreDis
 		return &httpbody.HttpBody{ContentType: kubewire.ContentTypeProtobuf, Data: pb}, nil
 	}
 	return &httpbody.HttpBody{ContentType: httpx.ContentTypeJSON, Data: append(b, '\n')}, nil
+}
+
+// aggregatedJSON reports whether a JSON Accept asks for aggregated
+// discovery (what the registry answers /api with).
+func aggregatedJSON(accept string) (string, string, bool) {
+	out, err := kubewire.Negotiate(kubewire.Request{Accept: accept}, kubewire.TargetRootDiscovery)
+	if err != nil || out.Transform != kubewire.TransformAPIGroupDiscoveryList {
+		return "", "", false
+	}
+	return out.MediaType, out.TransformGV.Version, true
+}
+
+// registryDocument serves the core group's documents from the registry:
+// /api aggregated (version "") or /api/<version>.
+func (s *Server) registryDocument(ctx context.Context, version string, target kubewire.Target) (*httpbody.HttpBody, error) {
+	accept := httpx.RequestMetaFrom(ctx).Accept
+	out, pb := protobufOutput(ctx, target)
+	if pb {
+		accept = httpx.ContentTypeJSON
+		if out.Transform == kubewire.TransformAPIGroupDiscoveryList {
+			accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+		}
+	}
+	resp, err := s.Registry.GetDiscovery(ctx, &registryv1.GetDiscoveryRequest{Version: version, Accept: accept, Core: true})
+	if err != nil {
+		return nil, httpx.ToGRPC(err)
+	}
+	return s.discoveryReply(ctx, resp, out, pb)
 }
 
 // GetDiscovery serves /apis, /apis/<g> and /apis/<g>/<v> from the
@@ -80,6 +116,13 @@ func (s *Server) GetDiscovery(ctx context.Context, req *gatewayv1.GetDiscoveryRe
 	if err != nil {
 		return nil, httpx.ToGRPC(err)
 	}
+	return s.discoveryReply(ctx, resp, out, pb)
+}
+
+// discoveryReply passes a registry document on: encoded to protobuf when
+// that was negotiated, with its ETag (304 for a client that has it).
+func (s *Server) discoveryReply(ctx context.Context, resp *registryv1.GetDiscoveryResponse, out kubewire.Output, pb bool) (*httpbody.HttpBody, error) {
+	var err error
 	ct := resp.GetContentType()
 	if ct == "" {
 		ct = httpx.ContentTypeJSON

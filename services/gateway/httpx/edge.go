@@ -253,6 +253,11 @@ func isTimeout(err error) bool {
 // isWatchPath reports whether path is one of the legacy watch paths
 // (/apis/<g>/<v>/watch/...).
 func isWatchPath(path string) bool {
+	if rest, ok := strings.CutPrefix(path, "/api/"); ok {
+		// the core group's: /api/<v>/watch/...
+		parts := strings.SplitN(rest, "/", 3)
+		return len(parts) == 3 && parts[1] == "watch"
+	}
 	rest, ok := strings.CutPrefix(path, "/apis/")
 	if !ok {
 		return false
@@ -311,6 +316,9 @@ func WatchRewrite(in *url.URL) (*url.URL, bool) {
 	if !isWatchParam(q) {
 		return nil, false
 	}
+	if rest, ok := strings.CutPrefix(in.Path, "/api/"); ok {
+		return coreWatchRewrite(in, q, rest)
+	}
 	rest, ok := strings.CutPrefix(in.Path, "/apis/")
 	if !ok {
 		return nil, false
@@ -335,9 +343,36 @@ func WatchRewrite(in *url.URL) (*url.URL, bool) {
 	default:
 		return nil, false
 	}
+	return watchURL(in, q, "/apis/"+strings.Join(append([]string{collection[0], collection[1], "watch"}, collection[2:]...), "/"), name), true
+}
+
+// coreWatchRewrite is WatchRewrite of the core group's cluster-scoped
+// resources (the namespaces):
+//
+//	/api/v/res        → /api/v/watch/res
+//	/api/v/res/name   → /api/v/watch/res?fieldSelector=metadata.name=name
+func coreWatchRewrite(in *url.URL, q url.Values, rest string) (*url.URL, bool) {
+	parts := strings.Split(strings.TrimSuffix(rest, "/"), "/")
+	for _, p := range parts {
+		if p == "" {
+			return nil, false
+		}
+	}
+	if len(parts) < 2 || len(parts) > 3 || parts[1] == "watch" {
+		return nil, false
+	}
+	name := ""
+	if len(parts) == 3 {
+		name = parts[2]
+	}
+	return watchURL(in, q, "/api/"+parts[0]+"/watch/"+parts[1], name), true
+}
+
+// watchURL is in at the watch path, selecting name when there is one.
+func watchURL(in *url.URL, q url.Values, path, name string) *url.URL {
 	out := *in
 	out.RawPath = ""
-	out.Path = "/apis/" + strings.Join(append([]string{collection[0], collection[1], "watch"}, collection[2:]...), "/")
+	out.Path = path
 	if name != "" {
 		sel := "metadata.name=" + name
 		if fs := q.Get("fieldSelector"); fs != "" {
@@ -349,5 +384,5 @@ func WatchRewrite(in *url.URL) (*url.URL, bool) {
 	// ("watch=yes") would not parse as the Watch rpc's bool field.
 	q.Del("watch")
 	out.RawQuery = q.Encode()
-	return &out, true
+	return &out
 }

@@ -54,6 +54,10 @@ const (
 	TargetCRDCollection  = kubewire.TargetCRDCollection
 	TargetCustomResource = kubewire.TargetCustomResource
 	TargetScale          = kubewire.TargetScale
+	// TargetNamespace and TargetNamespaceCollection are core/v1
+	// Namespaces (one, and the collection's LIST and WATCH).
+	TargetNamespace           = kubewire.TargetNamespace
+	TargetNamespaceCollection = kubewire.TargetNamespaceCollection
 )
 
 func (m RequestMeta) wireRequest() kubewire.Request {

@@ -55,10 +55,27 @@ type Watcher interface {
 	Watch(*gatewayv1.WatchRequest, gatewayv1.KubeAPIService_WatchServer) error
 }
 
+// corePaths are the legacy watch routes of the core group's namespaces
+// (/api/v1/watch/namespaces[/<name>]).
+var corePaths = []string{
+	"/api/{version}/watch/namespaces",
+	"/api/{version}/watch/namespaces/{name}",
+}
+
 // Register adds the watch routes to mux (ahead of the routes registered
 // before, which cannot stream); api serves them.
 func Register(mux *runtime.ServeMux, api Watcher) error {
-	for _, p := range watchPaths {
+	return register(mux, watchPaths, api)
+}
+
+// RegisterCore adds the core group's namespace watch routes to mux; api
+// serves them (the request's resource is "namespaces").
+func RegisterCore(mux *runtime.ServeMux, api Watcher) error {
+	return register(mux, corePaths, api)
+}
+
+func register(mux *runtime.ServeMux, paths []string, api Watcher) error {
+	for _, p := range paths {
 		if err := mux.HandlePath(http.MethodGet, p, func(w http.ResponseWriter, r *http.Request, params map[string]string) {
 			serveHTTPWatch(api, w, r, params)
 		}); err != nil {

@@ -675,8 +675,13 @@ type DeleteRequest struct {
 	PreconditionUid             string                 `protobuf:"bytes,2,opt,name=precondition_uid,json=preconditionUid,proto3" json:"precondition_uid,omitempty"`
 	PreconditionResourceVersion string                 `protobuf:"bytes,3,opt,name=precondition_resource_version,json=preconditionResourceVersion,proto3" json:"precondition_resource_version,omitempty"`
 	DryRun                      bool                   `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
-	unknownFields               protoimpl.UnknownFields
-	sizeCache                   protoimpl.SizeCache
+	// The DeleteOptions' propagationPolicy ("" when unset) and
+	// orphanDependents (Namespaces: they decide the orphan and
+	// foregroundDeletion finalizers of the first delete).
+	PropagationPolicy string `protobuf:"bytes,5,opt,name=propagation_policy,json=propagationPolicy,proto3" json:"propagation_policy,omitempty"`
+	OrphanDependents  *bool  `protobuf:"varint,6,opt,name=orphan_dependents,json=orphanDependents,proto3,oneof" json:"orphan_dependents,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *DeleteRequest) Reset() {
@@ -733,6 +738,20 @@ func (x *DeleteRequest) GetPreconditionResourceVersion() string {
 func (x *DeleteRequest) GetDryRun() bool {
 	if x != nil {
 		return x.DryRun
+	}
+	return false
+}
+
+func (x *DeleteRequest) GetPropagationPolicy() string {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *DeleteRequest) GetOrphanDependents() bool {
+	if x != nil && x.OrphanDependents != nil {
+		return *x.OrphanDependents
 	}
 	return false
 }
@@ -928,7 +947,10 @@ type GetDiscoveryRequest struct {
 	// With group: a version for /apis/<group>/<version>.
 	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	// The request's Accept header (aggregated discovery is chosen by it).
-	Accept        string `protobuf:"bytes,3,opt,name=accept,proto3" json:"accept,omitempty"`
+	Accept string `protobuf:"bytes,3,opt,name=accept,proto3" json:"accept,omitempty"`
+	// The legacy core group: /api (aggregated only; group and version
+	// empty) or /api/<version>.
+	Core          bool `protobuf:"varint,4,opt,name=core,proto3" json:"core,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -982,6 +1004,13 @@ func (x *GetDiscoveryRequest) GetAccept() string {
 		return x.Accept
 	}
 	return ""
+}
+
+func (x *GetDiscoveryRequest) GetCore() bool {
+	if x != nil {
+		return x.Core
+	}
+	return false
 }
 
 type GetDiscoveryResponse struct {
@@ -1096,12 +1125,15 @@ const file_crdplane_registry_v1_registry_proto_rawDesc = "" +
 	"\rPatchResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\x12\x1a\n" +
 	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12\x18\n" +
-	"\acreated\x18\x03 \x01(\bR\acreated\"\xab\x01\n" +
+	"\acreated\x18\x03 \x01(\bR\acreated\"\xa2\x02\n" +
 	"\rDeleteRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x10precondition_uid\x18\x02 \x01(\tR\x0fpreconditionUid\x12B\n" +
 	"\x1dprecondition_resource_version\x18\x03 \x01(\tR\x1bpreconditionResourceVersion\x12\x17\n" +
-	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"(\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12-\n" +
+	"\x12propagation_policy\x18\x05 \x01(\tR\x11propagationPolicy\x120\n" +
+	"\x11orphan_dependents\x18\x06 \x01(\bH\x00R\x10orphanDependents\x88\x01\x01B\x14\n" +
+	"\x12_orphan_dependents\"(\n" +
 	"\x0eDeleteResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\"\xe0\x01\n" +
 	"\fWatchRequest\x12)\n" +
@@ -1113,11 +1145,12 @@ const file_crdplane_registry_v1_registry_proto_rawDesc = "" +
 	"\rWatchResponse\x121\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1d.crdplane.common.v1.EventTypeR\x04type\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\fR\x06object\x12)\n" +
-	"\x10resource_version\x18\x03 \x01(\x03R\x0fresourceVersion\"]\n" +
+	"\x10resource_version\x18\x03 \x01(\x03R\x0fresourceVersion\"q\n" +
 	"\x13GetDiscoveryRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
-	"\x06accept\x18\x03 \x01(\tR\x06accept\"a\n" +
+	"\x06accept\x18\x03 \x01(\tR\x06accept\x12\x12\n" +
+	"\x04core\x18\x04 \x01(\bR\x04core\"a\n" +
 	"\x14GetDiscoveryResponse\x12!\n" +
 	"\fcontent_type\x18\x01 \x01(\tR\vcontentType\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12\x12\n" +
@@ -1201,6 +1234,7 @@ func file_crdplane_registry_v1_registry_proto_init() {
 		return
 	}
 	file_crdplane_registry_v1_registry_proto_msgTypes[6].OneofWrappers = []any{}
+	file_crdplane_registry_v1_registry_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -90,6 +90,13 @@ func Start(t testing.TB, opts ...Options) *Backends {
 	}
 	t.Cleanup(func() { _ = reg.Close() })
 	b.RegistryAddr = serve(t, fmt.Sprintf("bt-registry-%d", n), reg.Register)
+	// the registry's own writes at start (the system namespaces) are done
+	// before a test counts revisions
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if err := reg.WaitSystemNamespaces(wctx); err != nil {
+		t.Fatal(err)
+	}
 
 	// The validator calls the converter served below (connected on first use).
 	converterName := fmt.Sprintf("bt-converter-%d", n)
