@@ -41,7 +41,7 @@ func (fm *fieldManagers) build(cv *compiledVersion) error {
 	var tc managedfields.TypeConverter
 	var err error
 	if cv.owner != nil {
-		tc, err = cv.owner.typeConverter()
+		tc, err = entryTypeConverter(cv.owner)
 	} else {
 		tc, err = typeConverter(cv.crd)
 	}
