@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crdplane/crdplane/pkg/budgetcache"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
@@ -57,6 +58,12 @@ type Config struct {
 	CRDWait time.Duration
 	// ShutdownGrace bounds the graceful stop of Run (default 10s).
 	ShutdownGrace time.Duration
+	// CompiledMemoryLimit bounds the estimated bytes of the compiled
+	// structural schemas the gateway keeps to prune and default
+	// (crdlimits.EstimateStructuralSize); least recently used CRDs are
+	// evicted beyond it. Zero: budgetcache.DefaultLimit() (half of
+	// GOMEMLIMIT when set, else 512 MiB; at least 128 MiB).
+	CompiledMemoryLimit int64
 
 	// Limits are the overload protection limits.
 	Limits
@@ -100,6 +107,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MinRequestTimeout, "min-request-timeout", 30*time.Minute, "watch duration when the client sets no timeoutSeconds (randomised up to twice this)")
 	fs.DurationVar(&c.CRDWait, "crd-wait", 5*time.Second, "how long a request waits for the CRD cache to catch up with the registry")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "bound on graceful shutdown")
+	fs.Var(budgetcache.QuantityFlag{V: &c.CompiledMemoryLimit}, budgetcache.FlagName,
+		"memory budget of the compiled CRD structural schemas (estimated, e.g. 512Mi); least recently used CRDs are evicted beyond it and compile again on demand; 0: half of GOMEMLIMIT, else 512Mi")
 	c.Limits.RegisterFlags(fs)
 }
 
