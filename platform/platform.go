@@ -30,6 +30,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/crdplane/crdplane/pkg/app"
+	"github.com/crdplane/crdplane/pkg/budgetcache"
 	"github.com/crdplane/crdplane/pkg/etcdtls"
 	"github.com/crdplane/crdplane/platform/modules"
 	"github.com/crdplane/crdplane/services/converter"
@@ -38,6 +39,7 @@ import (
 	"github.com/crdplane/crdplane/services/gateway/localpki"
 	"github.com/crdplane/crdplane/services/registry"
 	"github.com/crdplane/crdplane/services/storage"
+	"github.com/crdplane/crdplane/services/validator"
 )
 
 // Config configures an in-process platform.
@@ -76,6 +78,12 @@ type Config struct {
 	Auth gateway.Auth
 	// Audit configures the gateway's audit log (default: none).
 	Audit gateway.Audit
+	// CompiledMemoryLimit is the process's budget of compiled CRDs
+	// (estimated bytes), split evenly between the validator's and the
+	// gateway's caches of them (--compiled-crd-memory-limit of each).
+	// Zero: budgetcache.DefaultLimit() (half of GOMEMLIMIT when set, else
+	// 512 MiB; at least 128 MiB).
+	CompiledMemoryLimit int64
 	// OpsAddr, when set, serves the process's operations endpoints over
 	// plain HTTP (/metrics of every service in the process, /healthz,
 	// /livez, /readyz following the gateway's readiness), for Prometheus
@@ -156,12 +164,17 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 	}
 	p.CAPEM = pki.CACertPEM
 
+	compiledLimit := cfg.CompiledMemoryLimit
+	if compiledLimit <= 0 {
+		compiledLimit = budgetcache.DefaultLimit()
+	}
 	// Every module of the component table, its dependencies wired to their
 	// in-process addresses.
 	mc := modules.Config{
 		Target:    modules.All,
 		Storage:   storage.Config{DataDir: cfg.DataDir, EtcdEndpoints: cfg.EtcdEndpoints, EtcdTLS: cfg.EtcdTLS},
 		Registry:  registry.Config{LeaderLeaseDuration: registryLeaseTTL},
+		Validator: validator.Config{CompiledMemoryLimit: compiledLimit / 2},
 		Converter: converter.Config{Webhook: cfg.Conversion},
 		Gateway: gateway.Config{
 			ListenAddr: cfg.ListenAddr,
@@ -170,6 +183,8 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 			Limits:     cfg.Limits,
 			Auth:       cfg.Auth,
 			Audit:      cfg.Audit,
+			// the two caches share one process's memory
+			CompiledMemoryLimit: compiledLimit - compiledLimit/2,
 		},
 	}
 	mc.Wire(addr)

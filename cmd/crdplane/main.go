@@ -22,6 +22,7 @@ import (
 	"syscall"
 
 	"github.com/crdplane/crdplane/pkg/app"
+	"github.com/crdplane/crdplane/pkg/budgetcache"
 	"github.com/crdplane/crdplane/pkg/etcdtls"
 	"github.com/crdplane/crdplane/pkg/telemetry"
 	"github.com/crdplane/crdplane/platform"
@@ -100,6 +101,9 @@ func run(args []string) error {
 	auth.RegisterFlags(fs)
 	var audit gateway.Audit
 	audit.RegisterFlags(fs)
+	var compiledLimit int64
+	fs.Var(budgetcache.QuantityFlag{V: &compiledLimit}, budgetcache.FlagName,
+		"memory budget of the compiled CRDs (estimated, e.g. 512Mi), split evenly between the validator's and the gateway's caches; least recently used CRDs are evicted beyond it and compile again on demand; 0: half of GOMEMLIMIT, else 512Mi")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -123,21 +127,22 @@ func run(args []string) error {
 		*credentials = filepath.Join(*dataDir, "pki")
 	}
 	p, err := platform.Start(ctx, platform.Config{
-		DataDir:           *dataDir,
-		EtcdEndpoints:     splitList(*etcd),
-		EtcdTLS:           etcdTLS,
-		ListenAddr:        *listen,
-		KubeconfigPath:    *kubeconfig,
-		Token:             *token,
-		CredentialsDir:    *credentials,
-		RotateCredentials: *rotate,
-		Hosts:             splitList(*hosts),
-		Conversion:        conversion,
-		Limits:            limits,
-		Auth:              auth,
-		Audit:             audit,
-		OpsAddr:           *ops,
-		Profiling:         *profiling,
+		DataDir:             *dataDir,
+		EtcdEndpoints:       splitList(*etcd),
+		EtcdTLS:             etcdTLS,
+		ListenAddr:          *listen,
+		KubeconfigPath:      *kubeconfig,
+		Token:               *token,
+		CredentialsDir:      *credentials,
+		RotateCredentials:   *rotate,
+		Hosts:               splitList(*hosts),
+		Conversion:          conversion,
+		Limits:              limits,
+		Auth:                auth,
+		CompiledMemoryLimit: compiledLimit,
+		Audit:               audit,
+		OpsAddr:             *ops,
+		Profiling:           *profiling,
 	})
 	if err != nil {
 		return err

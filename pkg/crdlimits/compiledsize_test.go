@@ -126,3 +126,24 @@ func BenchmarkEstimateCompiledSize(b *testing.B) {
 		EstimateCompiledSize(crd)
 	}
 }
+
+func TestEstimateStructuralSize(t *testing.T) {
+	plain := crdOf(t, crdgen.Shape{Strings: 100, Patterns: 10, Versions: 2})
+	c := EstimateSchema(plain.Spec.Versions[0].Schema.OpenAPIV3Schema)
+	size := EstimateStructuralSize(plain)
+	want := structuralVersion + c.Nodes*nodeCompiled + c.Patterns*pattern + c.PatternBytes*patternByte
+	if len(size.Versions) != 2 || size.Versions[0] != want || size.Versions[1] != want || size.Decoded != 0 || size.TypeConverter != 0 {
+		t.Errorf("%+v, want versions of %d", size, want)
+	}
+	// CEL rules are not compiled to a structural schema: a rule costs what
+	// a plain property does
+	rules := EstimateStructuralSize(crdOf(t, crdgen.Shape{Rules: 1000})).Total()
+	strs := EstimateStructuralSize(crdOf(t, crdgen.Shape{Strings: 1000})).Total()
+	full := EstimateCompiledSize(crdOf(t, crdgen.Shape{Rules: 1000}))
+	if rules != strs || rules*11 > full.Versions[0] {
+		t.Errorf("1000 rules: %d structural, %d plain, %d compiled with CEL", rules, strs, full.Versions[0])
+	}
+	if got := EstimateStructuralSize(&apiextensionsv1.CustomResourceDefinition{}); got.Total() != 0 {
+		t.Errorf("empty: %+v", got)
+	}
+}

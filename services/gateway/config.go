@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crdplane/crdplane/pkg/budgetcache"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
@@ -65,6 +66,12 @@ type Config struct {
 	EnableNamespaceLifecycle bool
 	// ShutdownGrace bounds the graceful stop of Run (default 10s).
 	ShutdownGrace time.Duration
+	// CompiledMemoryLimit bounds the estimated bytes of the compiled
+	// structural schemas the gateway keeps to prune and default
+	// (crdlimits.EstimateStructuralSize); least recently used CRDs are
+	// evicted beyond it. Zero: budgetcache.DefaultLimit() (half of
+	// GOMEMLIMIT when set, else 512 MiB; at least 128 MiB).
+	CompiledMemoryLimit int64
 
 	// Limits are the overload protection limits.
 	Limits
@@ -110,6 +117,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.CRDWait, "crd-wait", 5*time.Second, "how long a request waits for the CRD cache to catch up with the registry")
 	fs.BoolVar(&c.EnableNamespaceLifecycle, "enable-namespace-lifecycle", false, "NamespaceLifecycle admission: refuse creates of custom resources in namespaces that do not exist (404) or are terminating (403), and deletes of default, kube-system and kube-public")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "bound on graceful shutdown")
+	fs.Var(budgetcache.QuantityFlag{V: &c.CompiledMemoryLimit}, budgetcache.FlagName,
+		"memory budget of the compiled CRD structural schemas (estimated, e.g. 512Mi); least recently used CRDs are evicted beyond it and compile again on demand; 0: half of GOMEMLIMIT, else 512Mi")
 	c.Limits.RegisterFlags(fs)
 }
 

@@ -27,15 +27,26 @@ type testGateway struct {
 
 func newTestGateway(t testing.TB, opts ...backendtest.Options) *testGateway {
 	t.Helper()
+	return newTestGatewayWith(t, nil, opts...)
+}
+
+// newTestGatewayWith is newTestGateway with the configuration changed by
+// configure (nil: as it is).
+func newTestGatewayWith(t testing.TB, configure func(*Config), opts ...backendtest.Options) *testGateway {
+	t.Helper()
 	b := backendtest.Start(t, opts...)
-	svc, err := New(context.Background(), Config{
+	cfg := Config{
 		RegistryAddr:  b.RegistryAddr,
 		ValidatorAddr: b.ValidatorAddr,
 		StorageAddr:   b.StorageAddr,
 		ConverterAddr: b.ConverterAddr,
 		Tokens:        []string{testToken},
 		CRDWait:       5 * time.Second,
-	})
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	svc, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

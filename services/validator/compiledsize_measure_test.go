@@ -121,23 +121,9 @@ func TestMeasureCompiledSize(t *testing.T) {
 //
 //	go test -run '^$' -bench CompiledSize -benchtime 1x -count 5 ./services/validator
 func BenchmarkCompiledSize(b *testing.B) {
-	for _, tc := range []struct {
-		name string
-		s    crdgen.Shape
-	}{
-		{"strings=100", crdgen.Shape{Strings: 100}},
-		{"strings=1000", crdgen.Shape{Strings: 1000}},
-		{"strings=10000", crdgen.Shape{Strings: 10000}},
-		{"objects=100x10", crdgen.Shape{Objects: 100, Fields: 10}},
-		{"rules=100", crdgen.Shape{Rules: 100}},
-		{"rules=1000", crdgen.Shape{Rules: 1000}},
-		{"listmaps=1000", crdgen.Shape{ListMaps: 1000}},
-		{"patterns=1000", crdgen.Shape{Patterns: 1000}},
-		{"descriptions=1000x100B", crdgen.Shape{Strings: 1000, Description: 100}},
-		{"versions=10xstrings=1000", crdgen.Shape{Versions: 10, Strings: 1000, Distinct: true}},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			crd := genCRD(b, tc.s)
+	for _, tc := range crdgen.Measured {
+		b.Run(tc.Name, func(b *testing.B) {
+			crd := genCRD(b, tc.Shape)
 			var p compiledParts
 			for b.Loop() {
 				p = measureCRD(b, crd, 1)

@@ -52,7 +52,7 @@ func (cv *compiledVersion) managed() (*managedState, error) {
 		if cv.owner != nil {
 			// Shared by the CRD generation's versions and charged to the
 			// cache's memory budget.
-			tc, err = cv.owner.typeConverter()
+			tc, err = entryTypeConverter(cv.owner)
 		} else {
 			tc, err = typeConverter(cv.crd)
 		}

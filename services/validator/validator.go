@@ -14,13 +14,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"math"
-	"runtime/debug"
 	"time"
 
 	"google.golang.org/grpc"
-	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/crdplane/crdplane/pkg/budgetcache"
 	"github.com/crdplane/crdplane/pkg/crdcache"
 	"github.com/crdplane/crdplane/pkg/crdlimits"
 	"github.com/crdplane/crdplane/pkg/grpcx"
@@ -64,40 +62,10 @@ type Config struct {
 }
 
 // DefaultCompiledMemoryLimit is the compiled-schema cache's budget when
-// none is configured: half of GOMEMLIMIT when it is set (the rest is for
-// requests, the CRD cache and the runtime), else 512 MiB; never less than
-// two CRDs of the largest size the registry accepts
-// (crdlimits.MaxCompiledBytes).
-func DefaultCompiledMemoryLimit() int64 {
-	limit := int64(512 << 20)
-	if l := debug.SetMemoryLimit(-1); l > 0 && l < math.MaxInt64 {
-		limit = l / 2
-	}
-	return max(limit, 2*crdlimits.MaxCompiledBytes)
-}
-
-// quantityFlag is a byte count given as a Kubernetes quantity (512Mi, 1G).
-type quantityFlag struct{ v *int64 }
-
-func (q quantityFlag) String() string {
-	if q.v == nil {
-		return ""
-	}
-	return resource.NewQuantity(*q.v, resource.BinarySI).String()
-}
-
-func (q quantityFlag) Set(s string) error {
-	v, err := resource.ParseQuantity(s)
-	if err != nil {
-		return err
-	}
-	n, ok := v.AsInt64()
-	if !ok || n < 0 {
-		return fmt.Errorf("%s: not a byte count", s)
-	}
-	*q.v = n
-	return nil
-}
+// none is configured (budgetcache.DefaultLimit): half of GOMEMLIMIT when
+// it is set, else 512 MiB; never less than two CRDs of the largest size
+// the registry accepts (crdlimits.MaxCompiledBytes).
+func DefaultCompiledMemoryLimit() int64 { return budgetcache.DefaultLimit() }
 
 // RegisterFlags adds the configuration's flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
@@ -115,7 +83,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	}
 	fs.DurationVar(&c.CRDWaitTimeout, "crd-wait-timeout", c.CRDWaitTimeout,
 		"how long a request waits for the CRD generation it names before failing with 503")
-	fs.Var(quantityFlag{&c.CompiledMemoryLimit}, "compiled-crd-memory-limit",
+	fs.Var(budgetcache.QuantityFlag{V: &c.CompiledMemoryLimit}, budgetcache.FlagName,
 		"memory budget of the compiled CRD schemas, CEL programs and type converters (estimated, e.g. 512Mi); least recently used CRDs are evicted beyond it and compile again on demand; 0: half of GOMEMLIMIT, else 512Mi")
 }
 

@@ -113,3 +113,23 @@ func (s Shape) schema(b *strings.Builder, version int) {
 	}
 	b.WriteString(`}}}}`)
 }
+
+// Measured are the shapes the benchmarks of compiled sizes measure
+// (services/validator BenchmarkCompiledSize, services/gateway/cr
+// BenchmarkCompiledSchemaSize), by name.
+var Measured = []struct {
+	Name  string
+	Shape Shape
+}{
+	{"strings=100", Shape{Strings: 100}},
+	{"strings=1000", Shape{Strings: 1000}},
+	{"strings=10000", Shape{Strings: 10000}},
+	{"objects=100x10", Shape{Objects: 100, Fields: 10}},
+	{"rules=100", Shape{Rules: 100}},
+	{"rules=1000", Shape{Rules: 1000}},
+	{"listmaps=1000", Shape{ListMaps: 1000}},
+	{"patterns=1000", Shape{Patterns: 1000}},
+	{"patterns=6000", Shape{Patterns: 6000}},
+	{"descriptions=1000x100B", Shape{Strings: 1000, Description: 100}},
+	{"versions=10xstrings=1000", Shape{Versions: 10, Strings: 1000, Distinct: true}},
+}

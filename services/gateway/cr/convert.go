@@ -39,7 +39,7 @@ func (a *Server) convertObjects(ctx context.Context, r *resource, apiVersion str
 	}
 	pr, err := a.schemas.pruner(r, versionOf(apiVersion))
 	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return nil, internalError(err)
 	}
 	if !r.webhookConversion() && !celconv.HasRules(r.crd) {
 		out := make([][]byte, len(objs))
@@ -155,7 +155,7 @@ func versionOf(apiVersion string) string {
 func (a *Server) readObjects(ctx context.Context, r *resource, objs [][]byte) ([][]byte, error) {
 	objs, err := a.schemas.readDefaults(r, objs)
 	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return nil, internalError(err)
 	}
 	return a.convertObjects(ctx, r, r.apiVersion(), objs)
 }

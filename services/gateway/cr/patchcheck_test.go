@@ -39,7 +39,7 @@ func TestDecodePatched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Server{}
+	a := &Server{schemas: newSchemaCache(0)}
 	const meta = `"metadata":{"name":"d","namespace":"default"}`
 	for _, tc := range []struct {
 		name, patched, directive string

@@ -1,24 +1,49 @@
 package cr
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/crdplane/crdplane/pkg/budgetcache"
+	"github.com/crdplane/crdplane/pkg/crdcache"
+	"github.com/crdplane/crdplane/pkg/crdlimits"
 	"github.com/crdplane/crdplane/pkg/structural"
 	"github.com/crdplane/crdplane/services/gateway/listing"
 )
 
 // schemaCache keeps the compiled structural schema of every CRD version
-// the gateway needs one for, keyed by CRD uid, generation and version (a
-// new generation compiles afresh; old entries of a CRD are dropped then).
+// the gateway needs one for, keyed by CRD uid, generation and version,
+// within a memory budget (pkg/budgetcache, as the validator's): each
+// version is charged its estimate (crdlimits.EstimateStructuralSize)
+// before it is compiled; beyond the limit the least recently used CRD
+// generations are evicted (they compile again on their next request), and
+// a CRD whose versions alone exceed it is refused with a 500. Superseded
+// generations and deleted CRDs are evicted as the CRD cache reports
+// changes (onChange). Metrics: crdplane_gateway_compiled_crd_* and
+// crdplane_gateway_schema_cache_requests_total.
 type schemaCache struct {
+	cache *budgetcache.Cache[*compiledSchema]
+	// mu guards compiledSchema.sameAs.
 	mu sync.Mutex
-	m  map[schemaKey]*compiledSchema
 }
+
+func newSchemaCache(limit int64) *schemaCache {
+	return &schemaCache{cache: budgetcache.New[*compiledSchema](budgetcache.Config{
+		Service: "gateway", Limit: limit, Estimate: crdlimits.EstimateStructuralSize})}
+}
+
+// CompiledSchemas reports the compiled-schema cache's figures (bytes
+// charged, evictions, CRD generations and versions cached).
+func (a *Server) CompiledSchemas() budgetcache.Stats { return a.schemas.cache.Stats() }
+
+// onChange evicts the entries a CRD change supersedes (crdcache.OnChange).
+func (c *schemaCache) onChange(old, new *crdcache.CRD) { c.cache.OnChange(old, new) }
 
 // compiledSchema is a version's compiled schema and whether it declares
 // any default (reads then default stored objects).
@@ -33,12 +58,6 @@ type compiledSchema struct {
 	sameAs map[string]bool
 }
 
-type schemaKey struct {
-	uid        string
-	generation int64
-	version    string
-}
-
 // get returns the compiled schema of r's CRD at version.
 func (c *schemaCache) get(r *resource, version string) (*structural.Schema, error) {
 	cs, err := c.compiled(r, version)
@@ -48,39 +67,36 @@ func (c *schemaCache) get(r *resource, version string) (*structural.Schema, erro
 	return cs.s, nil
 }
 
+// compiled returns r's CRD's version compiled, once per CRD generation
+// while it stays cached. Its errors are a Kubernetes 500 (over the
+// budget), or the version's schema does not compile.
 func (c *schemaCache) compiled(r *resource, version string) (*compiledSchema, error) {
-	k := schemaKey{uid: string(r.crd.UID), generation: r.crd.Generation, version: version}
-	c.mu.Lock()
-	cs, ok := c.m[k]
-	c.mu.Unlock()
-	if ok {
-		return cs, nil
-	}
-	v, err := apihelpers.GetSchemaForVersion(r.crd, version)
+	crd := r.crd
+	v, err := apihelpers.GetSchemaForVersion(crd, version)
 	if err != nil {
-		return nil, fmt.Errorf("CRD %s version %s: %w", r.crd.Name, version, err)
+		return nil, fmt.Errorf("CRD %s version %s: %w", crd.Name, version, err)
 	}
-	var props *apiextensionsv1.JSONSchemaProps
-	if v != nil {
-		props = v.OpenAPIV3Schema
-	}
-	s, err := structural.Compile(props, structural.WithPreserveUnknownFields(r.crd.Spec.PreserveUnknownFields))
-	if err != nil {
-		return nil, fmt.Errorf("CRD %s version %s: %w", r.crd.Name, version, err)
-	}
-	cs = &compiledSchema{s: s, defaults: hasDefault(props), props: props}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[schemaKey]*compiledSchema{}
-	}
-	for old := range c.m {
-		if old.uid == k.uid && old.generation < k.generation {
-			delete(c.m, old)
+	return c.cache.Version(crd, version, func(*budgetcache.Entry[*compiledSchema]) (*compiledSchema, error) {
+		var props *apiextensionsv1.JSONSchemaProps
+		if v != nil {
+			props = v.OpenAPIV3Schema
 		}
+		s, err := structural.Compile(props, structural.WithPreserveUnknownFields(crd.Spec.PreserveUnknownFields))
+		if err != nil {
+			return nil, fmt.Errorf("CRD %s version %s: %w", crd.Name, version, err)
+		}
+		return &compiledSchema{s: s, defaults: hasDefault(props), props: props}, nil
+	})
+}
+
+// internalError is err as a 500: err itself when it is a Kubernetes
+// Status already (the compiled-schema budget's refusal), else wrapped.
+func internalError(err error) error {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return err
 	}
-	c.m[k] = cs
-	return cs, nil
+	return apierrors.NewInternalError(err)
 }
 
 // hasDefault reports whether a schema declares a default anywhere.
@@ -130,11 +146,13 @@ func (c *schemaCache) readDefaults(r *resource, objs [][]byte) ([][]byte, error)
 		v := versionOf(objectAPIVersion(data))
 		cs, ok := byVersion[v]
 		if !ok {
+			at := v
+			if !crdHasVersion(r, at) {
+				at = r.storageVersion
+			}
 			var err error
-			if cs, err = c.compiled(r, v); err != nil {
-				if cs, err = c.compiled(r, r.storageVersion); err != nil {
-					return nil, err
-				}
+			if cs, err = c.compiled(r, at); err != nil {
+				return nil, err
 			}
 			byVersion[v] = cs
 		}

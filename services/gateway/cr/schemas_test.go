@@ -61,7 +61,7 @@ func TestReadDefaultsAtObjectVersion(t *testing.T) {
 			`{"apiVersion":"example.com/v9","kind":"Robot","metadata":{"name":"a"},"spec":{"arms":4,"legs":2,"name":"x"}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var c schemaCache
+			c := newSchemaCache(0)
 			// Alone and in a list with objects of the other versions.
 			others := [][]byte{
 				[]byte(`{"apiVersion":"example.com/v3","kind":"Robot","metadata":{"name":"o"},"spec":{}}`),

@@ -44,6 +44,11 @@ type Config struct {
 	// CRDWait bounds how long a request waits for the cache to catch up
 	// with the registry.
 	CRDWait time.Duration
+	// CompiledMemoryLimit bounds the estimated bytes of the compiled
+	// structural schemas the gateway keeps
+	// (crdlimits.EstimateStructuralSize); least recently used CRDs are
+	// evicted beyond it. Zero: budgetcache.DefaultLimit().
+	CompiledMemoryLimit int64
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Log is the logger (default slog.Default()).
@@ -60,7 +65,7 @@ type Server struct {
 
 	crds      *crdcache.Cache
 	crdEvents *crdEvents
-	schemas   schemaCache
+	schemas   *schemaCache
 
 	minRequestTimeout time.Duration
 	crdWait           time.Duration
@@ -78,6 +83,7 @@ func New(cfg Config) *Server {
 		converted:         cfg.Converted,
 		crds:              cfg.CRDs,
 		crdEvents:         newCRDEvents(),
+		schemas:           newSchemaCache(cfg.CompiledMemoryLimit),
 		minRequestTimeout: cfg.MinRequestTimeout,
 		crdWait:           cfg.CRDWait,
 		now:               cfg.Now,
@@ -90,7 +96,10 @@ func New(cfg Config) *Server {
 		s.log = slog.Default()
 	}
 	if s.crds != nil {
-		s.crds.OnChange(func(_, _ *crdcache.CRD) { s.crdEvents.notify() })
+		s.crds.OnChange(func(old, new *crdcache.CRD) {
+			s.schemas.onChange(old, new)
+			s.crdEvents.notify()
+		})
 	}
 	return s
 }

@@ -351,7 +351,7 @@ func (a *Server) setGeneration(r *resource, admitted []byte, old object, sub str
 	if sub != "status" {
 		base := deepCopyObject(old)
 		if err := a.schemas.asDecoded(r, base); err != nil {
-			return nil, nil, apierrors.NewInternalError(err)
+			return nil, nil, internalError(err)
 		}
 		if !reflect.DeepEqual(withoutMetadata(obj), withoutMetadata(base)) {
 			gen++
@@ -503,6 +503,9 @@ func (a *Server) Patch(ctx context.Context, req *gatewayv1.PatchRequest, opts *m
 		// before the update: an object it cannot decode is its 422; its
 		// strict errors follow the patch's own.
 		decodeErrs, err := a.decodePatched(r, patched, opts.FieldValidation, quoted)
+		if apierrors.IsInternalError(err) {
+			return nil, err // the CRD's schema is over the compiled-schema budget
+		}
 		if err != nil {
 			return nil, patchInvalid(quoted(), decodeErrorText(err))
 		}
