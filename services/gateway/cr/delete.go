@@ -25,7 +25,6 @@ import (
 	"github.com/crdplane/crdplane/services/gateway/listing"
 )
 
-
 // DeleteOptions reads DeleteOptions from the body when there is one, else
 // from the query (orphanDependents, which the rpcs do not carry, from the
 // raw query), and validates them as kube-apiserver does.

@@ -157,9 +157,9 @@ type captureWriter struct {
 	http.ResponseWriter
 	full   bool // RequestResponse: every body
 	delete bool // a delete's success is a Status too
-	code int
-	buf  bytes.Buffer
-	over bool
+	code   int
+	buf    bytes.Buffer
+	over   bool
 }
 
 func (c *captureWriter) WriteHeader(code int) {
