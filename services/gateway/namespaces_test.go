@@ -225,3 +225,26 @@ func TestCoreMethodsAsGoRestful(t *testing.T) {
 	// an unknown subresource is still no route at all
 	g.expectPageNotFound(http.MethodPatch, "/api/v1/namespaces/methods/frobnicate", `{}`)
 }
+
+// TestHeadAsGetOutsideGoRestful: kube-apiserver's handlers outside
+// go-restful (OpenAPI documents, health checks) answer HEAD as GET without
+// the body; go-restful's /version answers it 405.
+func TestHeadAsGetOutsideGoRestful(t *testing.T) {
+	g := newTestGateway(t)
+	for _, path := range []string{"/openapi/v2", "/openapi/v3", "/openapi/v3/api/v1", "/openapi/v3/apis/apiextensions.k8s.io/v1", "/healthz", "/livez", "/readyz"} {
+		get, _ := g.do(http.MethodGet, path, nil)
+		head, body := g.do(http.MethodHead, path, nil)
+		if head.StatusCode != get.StatusCode || head.StatusCode != http.StatusOK || len(body) != 0 {
+			t.Fatalf("HEAD %s: %d with %d bytes, GET answers %d", path, head.StatusCode, len(body), get.StatusCode)
+		}
+		if ct := head.Header.Get("Content-Type"); ct != get.Header.Get("Content-Type") {
+			t.Fatalf("HEAD %s: Content-Type %q, GET's %q", path, ct, get.Header.Get("Content-Type"))
+		}
+		if et := head.Header.Get("Etag"); et != get.Header.Get("Etag") {
+			t.Fatalf("HEAD %s: ETag %q, GET's %q", path, et, get.Header.Get("Etag"))
+		}
+	}
+	if resp, _ := g.do(http.MethodHead, "/version", nil); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("HEAD /version: %d, want 405", resp.StatusCode)
+	}
+}
