@@ -121,6 +121,24 @@ func TestRegistryKubectl(t *testing.T) {
 		}
 	})
 
+	t.Run("explain namespaces from OpenAPI v3 and v2", func(t *testing.T) {
+		for _, c := range []struct {
+			args []string
+			want []string
+		}{
+			{[]string{"explain", "ns"}, []string{"KIND:", "Namespace", "VERSION:", "v1", "Namespace provides a scope for Names.", "spec\t<NamespaceSpec>", "status\t<NamespaceStatus>"}},
+			{[]string{"explain", "namespace.spec"}, []string{"KIND:", "Namespace", "FIELD: spec <NamespaceSpec>", "finalizers\t<[]string>", "Finalizers is an opaque list of values"}},
+			{[]string{"explain", "namespaces.status.conditions", "--output=plaintext-openapiv2"}, []string{"KIND:", "Namespace", "RESOURCE: conditions", "NamespaceCondition contains details about state of namespace.", "lastTransitionTime", "type\t<string> -required-"}},
+		} {
+			out := s.must(t, c.args...)
+			for _, want := range c.want {
+				if !strings.Contains(out, want) {
+					t.Fatalf("kubectl %s lacks %q:\n%s", strings.Join(c.args, " "), want, out)
+				}
+			}
+		}
+	})
+
 	t.Run("create --validate=strict", func(t *testing.T) {
 		errOut := s.fails(t, "create", "--validate=strict", "-f", testdata("registry-widget-unknown-field.yaml"))
 		if !strings.Contains(errOut, `unknown field "spec.bogus"`) {

@@ -175,3 +175,76 @@ func TestNamespaceLifecycleAdmission(t *testing.T) {
 	off.createCronTabCRD()
 	off.expect(http.StatusCreated, http.MethodPost, "/apis/stable.example.com/v1/namespaces/nowhere/crontabs", cronTab("c1", map[string]any{"cronSpec": "* * * * */5"}))
 }
+
+// TestCoreMethodsAsGoRestful: the core paths are go-restful routes in
+// kube-apiserver, which serve the methods registered for them and answer
+// any other, HEAD included (go-restful does not map HEAD to GET; the
+// apiextensions.k8s.io paths answer it so too), with 405 MethodNotAllowed.
+// The finalize subresource has only PUT (its storage neither gets nor
+// patches).
+func TestCoreMethodsAsGoRestful(t *testing.T) {
+	g := newTestGateway(t)
+	g.expect(http.StatusCreated, http.MethodPost, "/api/v1/namespaces", map[string]any{"metadata": map[string]any{"name": "methods"}})
+	const want = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server does not allow this method on the requested resource","reason":"MethodNotAllowed","details":{},"code":405}`
+	for _, c := range []struct {
+		method, path string
+		body         any
+		header       []string
+	}{
+		{http.MethodHead, "/api", nil, nil},
+		{http.MethodHead, "/api/v1", nil, nil},
+		{http.MethodHead, "/api/v1/namespaces", nil, nil},
+		{http.MethodHead, "/api/v1/namespaces/methods", nil, nil},
+		{http.MethodHead, "/api/v1/namespaces/methods/status", nil, nil},
+		{http.MethodHead, "/api/v1/namespaces/methods/finalize", nil, nil},
+		{http.MethodHead, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", nil, nil},
+		{http.MethodGet, "/api/v1/namespaces/methods/finalize", nil, nil},
+		{http.MethodPatch, "/api/v1/namespaces/methods/finalize", `{"spec":{"finalizers":[]}}`, []string{"Content-Type", "application/merge-patch+json"}},
+		{http.MethodPatch, "/api/v1/namespaces/methods/finalize", `[]`, []string{"Content-Type", "application/json-patch+json"}},
+		{http.MethodPost, "/api/v1/namespaces/methods/finalize", map[string]any{}, nil},
+		{http.MethodDelete, "/api/v1/namespaces/methods/finalize", nil, nil},
+		{http.MethodDelete, "/api/v1/namespaces", nil, nil},
+	} {
+		resp, body := g.do(c.method, c.path, c.body, c.header...)
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%s %s: %d %q, want 405 application/json: %s", c.method, c.path, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+		if c.method == http.MethodHead {
+			if len(body) != 0 {
+				t.Fatalf("HEAD %s: a body: %s", c.path, body)
+			}
+			continue
+		}
+		if got := strings.TrimSpace(string(body)); got != want {
+			t.Fatalf("%s %s:\n got %s\nwant %s", c.method, c.path, got, want)
+		}
+	}
+	// PUT stays the finalize subresource's one verb
+	ns := g.expect(http.StatusOK, http.MethodGet, "/api/v1/namespaces/methods", nil)
+	g.expect(http.StatusOK, http.MethodPut, "/api/v1/namespaces/methods/finalize", ns)
+	// an unknown subresource is still no route at all
+	g.expectPageNotFound(http.MethodPatch, "/api/v1/namespaces/methods/frobnicate", `{}`)
+}
+
+// TestHeadAsGetOutsideGoRestful: kube-apiserver's handlers outside
+// go-restful (OpenAPI documents, health checks) answer HEAD as GET without
+// the body; go-restful's /version answers it 405.
+func TestHeadAsGetOutsideGoRestful(t *testing.T) {
+	g := newTestGateway(t)
+	for _, path := range []string{"/openapi/v2", "/openapi/v3", "/openapi/v3/api/v1", "/openapi/v3/apis/apiextensions.k8s.io/v1", "/healthz", "/livez", "/readyz"} {
+		get, _ := g.do(http.MethodGet, path, nil)
+		head, body := g.do(http.MethodHead, path, nil)
+		if head.StatusCode != get.StatusCode || head.StatusCode != http.StatusOK || len(body) != 0 {
+			t.Fatalf("HEAD %s: %d with %d bytes, GET answers %d", path, head.StatusCode, len(body), get.StatusCode)
+		}
+		if ct := head.Header.Get("Content-Type"); ct != get.Header.Get("Content-Type") {
+			t.Fatalf("HEAD %s: Content-Type %q, GET's %q", path, ct, get.Header.Get("Content-Type"))
+		}
+		if et := head.Header.Get("Etag"); et != get.Header.Get("Etag") {
+			t.Fatalf("HEAD %s: ETag %q, GET's %q", path, et, get.Header.Get("Etag"))
+		}
+	}
+	if resp, _ := g.do(http.MethodHead, "/version", nil); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("HEAD /version: %d, want 405", resp.StatusCode)
+	}
+}

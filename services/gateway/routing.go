@@ -13,7 +13,8 @@ import (
 // method, the namespace, resource, name and subresource from the path)
 // and answers as the custom resource handler does:
 //
-//   - HEAD is a GET (net/http drops the body);
+//   - HEAD is a GET (net/http drops the body), as it is on the OpenAPI and
+//     health paths (headAsGet);
 //   - POST on an object is a create in its collection (upstream's create
 //     handler ignores the URL's name);
 //   - PUT or PATCH on a collection is 400 "name must be provided";
@@ -34,6 +35,12 @@ type kubeRouter struct {
 }
 
 func (k *kubeRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodHead && headAsGet(r.URL.Path) {
+		r2 := *r
+		r2.Method = http.MethodGet
+		k.mux.ServeHTTP(w, &r2)
+		return
+	}
 	ri, ok := parseRequestInfo(r.Method, r.URL.Path)
 	if !ok || isCRDs(ri.group, ri.version, ri.resource) {
 		k.mux.ServeHTTP(w, r)
@@ -61,6 +68,19 @@ func (k *kubeRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		k.mux.ServeHTTP(w, r)
 	}
+}
+
+// headAsGet reports whether kube-apiserver serves path outside go-restful,
+// with handlers that answer HEAD as GET: the OpenAPI documents
+// (kube-openapi's handlers) and the health checks. go-restful's routes
+// (discovery, /version, the CRD and core resources) answer HEAD 405.
+func headAsGet(path string) bool {
+	for _, p := range []string{"/openapi/v2", "/openapi/v3", "/healthz", "/livez", "/readyz"} {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // refuse answers a request the custom resource handler refuses once the

@@ -78,6 +78,17 @@ func checkVersion(v string) error {
 	return nil
 }
 
+// checkPutOnly answers a verb other than PUT on the finalize subresource
+// as go-restful does: kube-apiserver registers only PUT for it (its
+// storage updates, and neither gets nor patches), so any other method on
+// the path is 405 MethodNotAllowed.
+func checkPutOnly(sub string) error {
+	if sub == "finalize" {
+		return httpx.ErrMethodNotAllowed()
+	}
+	return nil
+}
+
 // checkSubresource accepts the subresources a verb has (status for reads
 // and writes, finalize for update); anything else is the generic 404 of a
 // path kube-apiserver does not route.
@@ -107,6 +118,9 @@ func (s *Server) Get(ctx context.Context, req *gatewayv1.GetRequest) (*httpbody.
 
 func (s *Server) get(ctx context.Context, req *gatewayv1.GetRequest) (*httpbody.HttpBody, error) {
 	if err := checkVersion(req.GetVersion()); err != nil {
+		return nil, err
+	}
+	if err := checkPutOnly(req.GetSubresource()); err != nil {
 		return nil, err
 	}
 	if err := checkSubresource(req.GetSubresource(), "status"); err != nil {
@@ -384,6 +398,9 @@ func (s *Server) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpb
 
 func (s *Server) patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpbody.HttpBody, error) {
 	if err := checkVersion(req.GetVersion()); err != nil {
+		return nil, err
+	}
+	if err := checkPutOnly(req.GetSubresource()); err != nil {
 		return nil, err
 	}
 	if err := checkSubresource(req.GetSubresource(), "status"); err != nil {

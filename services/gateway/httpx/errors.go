@@ -126,13 +126,21 @@ func routingStatus(code int) *metav1.Status {
 	var err *apierrors.StatusError
 	switch code {
 	case http.StatusMethodNotAllowed:
-		err = apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, "", schema.GroupResource{}, "", "", 0, false)
+		err = ErrMethodNotAllowed()
 	case http.StatusBadRequest:
 		err = apierrors.NewBadRequest("the request could not be routed")
 	default:
 		err = apierrors.NewGenericServerResponse(code, "", schema.GroupResource{}, "", "", 0, false)
 	}
 	return kstatus.FromError(err)
+}
+
+// ErrMethodNotAllowed is go-restful's answer, through kube-apiserver's
+// service error handler, for a method a route's path does not serve: 405
+// MethodNotAllowed "the server does not allow this method on the requested
+// resource".
+func ErrMethodNotAllowed() *apierrors.StatusError {
+	return apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, "", schema.GroupResource{}, "", "", 0, false)
 }
 
 // pageNotFound is what kube-apiserver answers for a path no handler

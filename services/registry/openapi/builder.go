@@ -49,6 +49,7 @@ type Builder struct {
 	gvs    map[string]*gvState // "apis/<group>/<version>" served now (v2)
 	v3     map[string]*v3GV    // "apis/<group>/<version>" with a v3 document
 	apiext *Document           // apis/apiextensions.k8s.io/v1
+	core   *Document           // api/v1
 	index  *Document           // nil: stale
 	v2doc  *Document           // nil: stale
 	v2pb   *Document           // nil: stale
@@ -61,9 +62,10 @@ type gvState struct {
 	v2   *v2Part // nil: stale
 }
 
-// New returns a Builder holding only the apiextensions.k8s.io/v1 document.
+// New returns a Builder holding only the static documents: apiextensions.k8s.io/v1
+// and core/v1 (Namespaces).
 func New() *Builder {
-	return &Builder{crds: map[string]*CRD{}, gvs: map[string]*gvState{}, v3: map[string]*v3GV{}, apiext: render(apiextensionsDocument())}
+	return &Builder{crds: map[string]*CRD{}, gvs: map[string]*gvState{}, v3: map[string]*v3GV{}, apiext: render(apiextensionsDocument()), core: render(coreDocument())}
 }
 
 // Update applies one CRD change (old nil: added; new nil: deleted),
@@ -185,8 +187,9 @@ func (b *Builder) Index() *Document {
 		}
 	}
 	parallel(len(stale), func(i int) { stale[i].doc = renderV3(stale[i]) })
-	paths := make(map[string]entry, len(b.v3)+1)
+	paths := make(map[string]entry, len(b.v3)+2)
 	paths[crdGVPath] = entry{ServerRelativeURL: "/openapi/v3/" + crdGVPath + "?hash=" + b.apiext.Hash}
+	paths[coreGVPath] = entry{ServerRelativeURL: "/openapi/v3/" + coreGVPath + "?hash=" + b.core.Hash}
 	for gv := range b.v3 {
 		paths[gv] = entry{ServerRelativeURL: "/openapi/v3/" + gv + "?hash=" + b.docLocked(gv).Hash}
 	}
@@ -200,8 +203,11 @@ func (b *Builder) Index() *Document {
 
 // Get returns the document of path ("apis/<group>/<version>").
 func (b *Builder) Get(path string) (*Document, bool) {
-	if path == crdGVPath {
+	switch path {
+	case crdGVPath:
 		return b.apiext, true
+	case coreGVPath:
+		return b.core, true
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -27,6 +27,19 @@ type resource struct {
 	schemaName, listSchemaName   string
 	status, scale                bool
 	tag                          string // operation tag and operationId infix
+	// noDeleteCollection: the collection has no DELETE (namespaces)
+	noDeleteCollection bool
+	// finalize: the resource has the finalize subresource (PUT only)
+	finalize bool
+}
+
+// base is the prefix of r's paths: /api/<version>/ for the core group,
+// else /apis/<group>/<version>/.
+func (r resource) base() string {
+	if r.group == "" {
+		return "/api/" + r.version + "/"
+	}
+	return "/apis/" + r.group + "/" + r.version + "/"
 }
 
 func ref(name string) map[string]any { return map[string]any{"$ref": "#/components/schemas/" + name} }
@@ -150,7 +163,7 @@ func (r resource) op(action, id, desc string, params json.RawMessage, resp map[s
 
 // addPaths adds r's paths to paths.
 func (r resource) addPaths(paths map[string]any) {
-	base := "/apis/" + r.group + "/" + r.version + "/"
+	base := r.base()
 	ns, nsInfix, nsParams := "", "", prettyOnlyJSON
 	if r.namespaced {
 		ns = "namespaces/{namespace}/"
@@ -166,12 +179,15 @@ func (r resource) addPaths(paths map[string]any) {
 		},
 		"required": true,
 	}
-	paths[base+ns+r.plural] = map[string]any{
+	collection := map[string]any{
 		"get":        r.op("list", id("list", ""), "list objects of kind "+r.kind, listParamsJSON, responses(r.listSchemaName, "200"), nil),
 		"post":       r.op("post", id("create", ""), "create a "+r.kind, writeParamsJSON, responses(r.schemaName, "200", "201", "202"), jsonBody(r.schemaName, true)),
-		"delete":     r.op("deletecollection", id("deleteCollection", ""), "delete collection of "+r.kind, deleteCollectionJSON, responses(statusRef, "200"), jsonBody(deleteOpts, false)),
 		"parameters": nsParams,
 	}
+	if !r.noDeleteCollection {
+		collection["delete"] = r.op("deletecollection", id("deleteCollection", ""), "delete collection of "+r.kind, deleteCollectionJSON, responses(statusRef, "200"), jsonBody(deleteOpts, false))
+	}
+	paths[base+ns+r.plural] = collection
 	nameParams := prependJSON(param("name", "path", "string", "name of the "+r.kind), nsParams)
 	paths[base+ns+r.plural+"/{name}"] = map[string]any{
 		"get":        r.op("get", id("read", ""), "read the specified "+r.kind, nil, responses(r.schemaName, "200"), nil),
@@ -185,6 +201,12 @@ func (r resource) addPaths(paths map[string]any) {
 			"get":        r.op("get", id("read", "Status"), "read status of the specified "+r.kind, nil, responses(r.schemaName, "200"), nil),
 			"put":        r.op("put", id("replace", "Status"), "replace status of the specified "+r.kind, writeParamsJSON, responses(r.schemaName, "200", "201"), jsonBody(r.schemaName, true)),
 			"patch":      r.op("patch", id("patch", "Status"), "partially update status of the specified "+r.kind, patchParamsJSON, responses(r.schemaName, "200", "201"), patchBody),
+			"parameters": nameParams,
+		}
+	}
+	if r.finalize {
+		paths[base+ns+r.plural+"/{name}/finalize"] = map[string]any{
+			"put":        r.op("put", id("replace", "Finalize"), "replace finalize of the specified "+r.kind, writeParamsJSON, responses(r.schemaName, "200", "201"), jsonBody(r.schemaName, true)),
 			"parameters": nameParams,
 		}
 	}
@@ -205,10 +227,15 @@ func (r resource) addPaths(paths map[string]any) {
 	}
 }
 
-// tagID is the group-version part of operation ids, e.g. StableExampleComV1.
+// tagID is the group-version part of operation ids, e.g. StableExampleComV1
+// (CoreV1 for the core group).
 func (r resource) tagID() string {
+	group := r.group
+	if group == "" {
+		group = "core"
+	}
 	var b strings.Builder
-	for _, part := range strings.FieldsFunc(r.group+"."+r.version, func(c rune) bool { return c == '.' || c == '-' }) {
+	for _, part := range strings.FieldsFunc(group+"."+r.version, func(c rune) bool { return c == '.' || c == '-' }) {
 		rs := []rune(part)
 		rs[0] = unicode.ToUpper(rs[0])
 		b.WriteString(string(rs))

@@ -431,7 +431,7 @@ var (
 
 // addV2Paths adds r's paths to p.
 func (r resource) addV2Paths(p *v2Parts) {
-	base := "/apis/" + r.group + "/" + r.version + "/"
+	base := r.base()
 	ns, nsInfix := "", ""
 	scope := v2PrettyRefs
 	if r.namespaced {
@@ -441,12 +441,15 @@ func (r resource) addV2Paths(p *v2Parts) {
 	id := func(verb, suffix string) string { return verb + r.tagID() + nsInfix + r.kind + suffix }
 	patchBody := v2Body(patchRef, true)
 
-	p.addPath(base+ns+r.plural, map[string]any{
+	collection := map[string]any{
 		"get":        r.v2Op("list", id("list", ""), "list objects of kind "+r.kind, v2ListRefs, v2Responses(r.listSchemaName, "200"), v2Consumes),
 		"post":       r.v2Op("post", id("create", ""), "create a "+r.kind, prependJSON(v2Body(r.schemaName, true), v2WriteRefs), v2Responses(r.schemaName, "200", "201", "202"), v2Consumes),
-		"delete":     r.v2Op("deletecollection", id("deleteCollection", ""), "delete collection of "+r.kind, prependJSON(v2Body(deleteOpts, false), v2DeleteCollectionRefs), v2Responses(statusRef, "200"), v2Consumes),
 		"parameters": scope,
-	})
+	}
+	if !r.noDeleteCollection {
+		collection["delete"] = r.v2Op("deletecollection", id("deleteCollection", ""), "delete collection of "+r.kind, prependJSON(v2Body(deleteOpts, false), v2DeleteCollectionRefs), v2Responses(statusRef, "200"), v2Consumes)
+	}
+	p.addPath(base+ns+r.plural, collection)
 	name := map[string]any{"name": "name", "in": "path", "required": true, "type": "string", "uniqueItems": true, "description": "name of the " + r.kind}
 	named := prependJSON(name, scope)
 	p.addPath(base+ns+r.plural+"/{name}", map[string]any{
@@ -469,6 +472,12 @@ func (r resource) addV2Paths(p *v2Parts) {
 			"get":        r.v2Op("get", id("read", suffix), "read "+sub.name+" of the specified "+r.kind, nil, v2Responses(sub.schema, "200"), v2Consumes),
 			"put":        r.v2Op("put", id("replace", suffix), "replace "+sub.name+" of the specified "+r.kind, prependJSON(v2Body(sub.schema, true), v2WriteRefs), v2Responses(sub.schema, "200", "201"), v2Consumes),
 			"patch":      r.v2Op("patch", id("patch", suffix), "partially update "+sub.name+" of the specified "+r.kind, prependJSON(patchBody, v2PatchRefs), v2Responses(sub.schema, "200", "201"), v2PatchConsumes),
+			"parameters": named,
+		})
+	}
+	if r.finalize {
+		p.addPath(base+ns+r.plural+"/{name}/finalize", map[string]any{
+			"put":        r.v2Op("put", id("replace", "Finalize"), "replace finalize of the specified "+r.kind, prependJSON(v2Body(r.schemaName, true), v2WriteRefs), v2Responses(r.schemaName, "200", "201"), v2Consumes),
 			"parameters": named,
 		})
 	}
@@ -538,8 +547,8 @@ var v2Tail = func() []byte {
 	return append(b, `},"securityDefinitions":{"BearerToken":{"description":"Bearer Token authentication","type":"apiKey","name":"authorization","in":"header"}},"security":[{"BearerToken":[]}]}`...)
 }()
 
-// v2BasePart is the static share: the paths of apiextensions.k8s.io/v1
-// and the definitions every document needs.
+// v2BasePart is the static share: the paths of apiextensions.k8s.io/v1,
+// the definitions every document needs and the core/v1 Namespace ones.
 func v2BasePart() *v2Part {
 	v2BaseOnce.Do(func() {
 		p := newV2Parts()
@@ -551,6 +560,7 @@ func v2BasePart() *v2Part {
 			schemaName: crdTypeName, listSchemaName: crdTypeName + "List", status: true, tag: "apiextensions_v1",
 		}
 		r.addV2Paths(p)
+		addCoreV2(p)
 		for _, kind := range []string{"CustomResourceDefinition", "CustomResourceDefinitionList"} {
 			name := "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1." + kind
 			s := copySchema(definitionsV2()[name].Schema)

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Records v1.33's OpenAPI schemas of core/v1 Namespace (and what they
+# reference) as kube-apiserver v1.33 builds them, into
+# services/registry/openapi/v133_core_namespace.json: openapi-gen (the
+# kube-openapi version v1.33 pins) generates the definitions of
+# k8s.io/api@v0.33.13 core/v1 and meta/v1, and kube-openapi's builders
+# (v3 and v2, with k8s.io/apiserver's default configs and definition namer,
+# as kube-apiserver calls them) render the closure of Namespace and
+# NamespaceList. The module is built in a temporary directory from
+# conformance/upstream's go.mod (the v0.33.13 pins); nothing of it is kept.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp "$root/conformance/upstream/go.mod" "$root/conformance/upstream/go.sum" "$tmp/"
+cd "$tmp"
+sed -i 's#^module .*#module coregen#' go.mod
+mkdir -p defs cmd/record
+echo 'package defs' > defs/doc.go
+cp "$root/hack/record-core-openapi/main.go.txt" cmd/record/main.go
+printf '//go:build tools\npackage tools\n\nimport _ "k8s.io/kube-openapi/cmd/openapi-gen"\n' > tools.go
+touch hdr.txt
+export GOWORK=off GOFLAGS=-mod=mod
+go build -o openapi-gen k8s.io/kube-openapi/cmd/openapi-gen
+./openapi-gen --go-header-file hdr.txt --output-dir defs --output-pkg coregen/defs \
+  --output-file zz_generated.openapi.go -r /dev/null \
+  k8s.io/api/core/v1 k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/runtime \
+  k8s.io/apimachinery/pkg/version k8s.io/apimachinery/pkg/api/resource k8s.io/apimachinery/pkg/util/intstr 2>/dev/null
+go run ./cmd/record > "$root/services/registry/openapi/v133_core_namespace.json"
