@@ -120,10 +120,11 @@ func sortResourceVersion(obj []byte) []byte {
 	n, plain := 0, true
 	if _, err := jsonscan.ScanObject(obj, meta.ValStart, func(m jsonscan.Member) {
 		plain = plain && m.Plain
-		switch n++; {
-		case n == 1:
+		n++
+		switch n {
+		case 1:
 			rv = m
-		case n == 2:
+		case 2:
 			next = m
 		}
 		if n > 1 && greater.KeyEnd == 0 && string(obj[m.KeyStart:m.KeyEnd]) > rvKey {
