@@ -1,6 +1,7 @@
 package cr
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -31,11 +32,13 @@ type schemaCache struct {
 	cache *budgetcache.Cache[*compiledSchema]
 	// mu guards compiledSchema.sameAs.
 	mu sync.Mutex
+	// memo spares reads the decoding of objects reading leaves as they are.
+	memo *readMemo
 }
 
 func newSchemaCache(limit int64) *schemaCache {
 	return &schemaCache{cache: budgetcache.New[*compiledSchema](budgetcache.Config{
-		Service: "gateway", Limit: limit, Estimate: crdlimits.EstimateStructuralSize})}
+		Service: "gateway", Limit: limit, Estimate: crdlimits.EstimateStructuralSize}), memo: newReadMemo(readMemoMax)}
 }
 
 // CompiledSchemas reports the compiled-schema cache's figures (bytes
@@ -48,6 +51,8 @@ func (c *schemaCache) onChange(old, new *crdcache.CRD) { c.cache.OnChange(old, n
 // compiledSchema is a version's compiled schema and whether it declares
 // any default (reads then default stored objects).
 type compiledSchema struct {
+	// id names this compilation in the read memo (readMemo).
+	id       uint64
 	s        *structural.Schema
 	defaults bool
 	// props is the version's schema as the CRD declares it (nil: none).
@@ -85,7 +90,7 @@ func (c *schemaCache) compiled(r *resource, version string) (*compiledSchema, er
 		if err != nil {
 			return nil, fmt.Errorf("CRD %s version %s: %w", crd.Name, version, err)
 		}
-		return &compiledSchema{s: s, defaults: hasDefault(props), props: props}, nil
+		return &compiledSchema{id: schemaIDs.Add(1), s: s, defaults: hasDefault(props), props: props}, nil
 	})
 }
 
@@ -138,27 +143,57 @@ func hasDefault(p *apiextensionsv1.JSONSchemaProps) bool {
 // object whose version's schema has no defaults is returned as it is (it
 // was pruned and defaulted when written), and nothing is decoded; one
 // whose apiVersion names no version of the CRD is defaulted at the
-// storage version.
+// storage version. Objects that reading leaves byte for byte as stored
+// (those written with the same schema) are remembered (readMemo) and
+// later returned as they are without decoding.
 func (c *schemaCache) readDefaults(r *resource, objs [][]byte) ([][]byte, error) {
 	var out [][]byte
 	byVersion := map[string]*compiledSchema{}
+	schemaOf := func(v string) (*compiledSchema, error) {
+		if cs, ok := byVersion[v]; ok {
+			return cs, nil
+		}
+		at := v
+		if !crdHasVersion(r, at) {
+			at = r.storageVersion
+		}
+		cs, err := c.compiled(r, at)
+		if err != nil {
+			return nil, err
+		}
+		byVersion[v] = cs
+		return cs, nil
+	}
 	for i, data := range objs {
-		v := versionOf(objectAPIVersion(data))
-		cs, ok := byVersion[v]
-		if !ok {
-			at := v
-			if !crdHasVersion(r, at) {
-				at = r.storageVersion
-			}
-			var err error
-			if cs, err = c.compiled(r, at); err != nil {
+		// Remembered objects first, by the apiVersion they start with
+		// (as crdplane writes them): a remembered object is in
+		// encoding/json's form, without duplicate keys, so that is its
+		// apiVersion. Anything else is read with the apiVersion as
+		// upstream's decoder finds it.
+		if lead, ok := leadingAPIVersion(data); ok {
+			cs, err := schemaOf(versionOf(lead))
+			if err != nil {
 				return nil, err
 			}
-			byVersion[v] = cs
+			if cs.defaults && c.memo.unchanged(c.memo.key(cs.id, data)) {
+				if sorted := sortResourceVersion(data); len(sorted) > 0 && &sorted[0] != &data[0] {
+					if out == nil {
+						out = make([][]byte, len(objs))
+						copy(out, objs)
+					}
+					out[i] = sorted
+				}
+				continue
+			}
+		}
+		cs, err := schemaOf(versionOf(objectAPIVersion(data)))
+		if err != nil {
+			return nil, err
 		}
 		if !cs.defaults {
 			continue
 		}
+		k := c.memo.key(cs.id, data)
 		obj, err := listing.DecodeObject(data)
 		if err != nil {
 			return nil, fmt.Errorf("stored object: %w", err)
@@ -167,13 +202,21 @@ func (c *schemaCache) readDefaults(r *resource, objs [][]byte) ([][]byte, error)
 			return nil, err
 		}
 		structural.Default(obj, cs.s)
+		enc, err := listing.EncodeObject(obj)
+		if err != nil {
+			return nil, err
+		}
+		if bytes.Equal(enc, sortResourceVersion(data)) {
+			c.memo.add(k)
+		}
+		if bytes.Equal(enc, data) {
+			continue
+		}
 		if out == nil {
 			out = make([][]byte, len(objs))
 			copy(out, objs)
 		}
-		if out[i], err = listing.EncodeObject(obj); err != nil {
-			return nil, err
-		}
+		out[i] = enc
 	}
 	if out == nil {
 		return objs, nil
