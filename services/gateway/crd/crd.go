@@ -235,36 +235,14 @@ func (s *Server) Watch(ctx context.Context, namespace string, params listing.Par
 	if err := checkCRDFieldSelector(opts.FieldSelector); err != nil {
 		return err
 	}
-	if err := listing.SelectName(opts, params.Name); err != nil {
-		return err
-	}
-	rv, err := listing.ParseRV(opts.ResourceVersion)
-	if err != nil {
-		return err
-	}
-	plan := watch.NewPlan(opts, rv, s.minRequestTimeout)
-	plan.APIVersion, plan.Kind, plan.Wire = APIVersion, Kind, out
-	if plan.Transform, err = listing.EventTransform(out, rm, listing.DefaultPrinter); err != nil {
-		return err
-	}
-	wreq := &registryv1.WatchRequest{
-		ResourceVersion:   plan.ResourceVersion,
-		SendInitialEvents: plan.InitialEvents,
-		AllowBookmarks:    plan.AllowBookmarks,
-	}
-	if opts.LabelSelector != nil && !opts.LabelSelector.Empty() {
-		wreq.LabelSelector = opts.LabelSelector.String()
-	}
-	if opts.FieldSelector != nil && !opts.FieldSelector.Empty() {
-		wreq.FieldSelector = opts.FieldSelector.String()
-	}
-	wctx, cancel := context.WithTimeout(ctx, plan.Timeout)
-	defer cancel()
-	backend, err := s.registry.Watch(wctx, wreq)
-	if err != nil {
-		return err
-	}
-	return watch.Serve(wctx, stream, plan, func() (watch.Event, error) { return backend.Recv() })
+	return watch.ServeRegistry(ctx, stream, watch.RegistryKind{APIVersion: APIVersion, Kind: Kind, Printer: listing.DefaultPrinter, MinRequestTimeout: s.minRequestTimeout},
+		opts, params.Name, out, rm, func(ctx context.Context, req *registryv1.WatchRequest) (func() (watch.Event, error), error) {
+			backend, err := s.registry.Watch(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			return func() (watch.Event, error) { return backend.Recv() }, nil
+		})
 }
 
 // Create serves POST of a CRD.
