@@ -134,6 +134,29 @@ func trackUpdate(live, crd *CRD, subresource, manager string) (*CRD, error) {
 // decoding of the body under fieldValidation Strict (400 "error strict
 // decoding YAML: ...") or Warn (warnings).
 func applyCRD(live *CRD, body []byte, subresource, manager string, force bool, directive string) (*CRD, []string, error) {
+	if live == nil {
+		live = emptyCRD()
+	}
+	crd, warnings, err := applyWithManager(func() (*managedfields.FieldManager, error) { return fieldManagerFor(subresource) },
+		live, body, manager, force, directive)
+	if err != nil {
+		return nil, nil, err
+	}
+	crd.APIVersion, crd.Kind = crdGV.String(), crdKind
+	return crd, warnings, nil
+}
+
+// applyWithManager is the server-side apply of body to live (a built-in
+// object the registry serves: a CRD, a Namespace) as upstream's
+// applyPatcher: the body over objsize.MaxBytes is 413, decoded as YAML
+// ("error decoding YAML: ..." 400), merged by the field manager fmFor
+// returns (its conflicts are 409, its other failures a plain 500 with
+// their text), then strictly decoded under fieldValidation Strict (400
+// "error strict decoding YAML: ...") or Warn (warnings).
+func applyWithManager[T interface {
+	*E
+	runtime.Object
+}, E any](fmFor func() (*managedfields.FieldManager, error), live T, body []byte, manager string, force bool, directive string) (T, []string, error) {
 	if len(body) > objsize.MaxBytes {
 		// What the HTTP edge answers a body over MaxRequestBodyBytes.
 		return nil, nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", objsize.MaxBytes))
@@ -142,14 +165,11 @@ func applyCRD(live *CRD, body []byte, subresource, manager string, force bool, d
 	if err := yaml.Unmarshal(body, &patchObj); err != nil {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
 	}
-	fm, err := fieldManagerFor(subresource)
+	fm, err := fmFor()
 	if err != nil {
 		return nil, nil, apierrors.NewInternalError(err)
 	}
-	if live == nil {
-		live = emptyCRD()
-	}
-	out, err := fm.Apply(live.DeepCopy(), &unstructured.Unstructured{Object: patchObj}, manager, force)
+	out, err := fm.Apply(live.DeepCopyObject(), &unstructured.Unstructured{Object: patchObj}, manager, force)
 	if err != nil {
 		if _, ok := err.(apierrors.APIStatus); ok {
 			return nil, nil, err
@@ -165,19 +185,18 @@ func applyCRD(live *CRD, body []byte, subresource, manager string, force bool, d
 			warnings = yamlWarnings(err.Error())
 		}
 	}
-	crd, ok := out.(*CRD)
+	obj, ok := out.(T)
 	if !ok {
 		u, isU := out.(*unstructured.Unstructured)
 		if !isU {
 			return nil, nil, apierrors.NewInternalError(fmt.Errorf("field manager returned %T", out))
 		}
-		crd = &CRD{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, crd); err != nil {
+		obj = T(new(E))
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 			return nil, nil, apierrors.NewInternalError(err)
 		}
 	}
-	crd.APIVersion, crd.Kind = crdGV.String(), crdKind
-	return crd, warnings, nil
+	return obj, warnings, nil
 }
 
 // yamlWarnings splits a YAML strict decoding error into one warning a line

@@ -6,14 +6,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
-	"sigs.k8s.io/yaml"
-
-	"github.com/crdplane/crdplane/pkg/objsize"
 )
 
 // nsFieldManagers maintain metadata.managedFields of namespaces and merge
@@ -110,46 +105,13 @@ func trackNamespaceUpdate(live, ns *Namespace, subresource, manager string) (*Na
 // applyNamespace merges a server-side apply into live (nil: the apply
 // creates), worded as applyCRD.
 func applyNamespace(live *Namespace, body []byte, subresource, manager string, force bool, directive string) (*Namespace, []string, error) {
-	if len(body) > objsize.MaxBytes {
-		return nil, nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", objsize.MaxBytes))
-	}
-	patchObj := map[string]any{}
-	if err := yaml.Unmarshal(body, &patchObj); err != nil {
-		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
-	}
-	fm, err := nsFieldManagerFor(subresource)
-	if err != nil {
-		return nil, nil, apierrors.NewInternalError(err)
-	}
 	if live == nil {
 		live = emptyNamespace()
 	}
-	out, err := fm.Apply(live.DeepCopy(), &unstructured.Unstructured{Object: patchObj}, manager, force)
+	ns, warnings, err := applyWithManager(func() (*managedfields.FieldManager, error) { return nsFieldManagerFor(subresource) },
+		live, body, manager, force, directive)
 	if err != nil {
-		if _, ok := err.(apierrors.APIStatus); ok {
-			return nil, nil, err
-		}
-		return nil, nil, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 500, Message: err.Error()}}
-	}
-	var warnings []string
-	if directive == fieldValidationStrict || directive == fieldValidationWarn || directive == "" {
-		if err := yaml.UnmarshalStrict(body, &map[string]any{}); err != nil {
-			if directive == fieldValidationStrict {
-				return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding YAML: %v", err))
-			}
-			warnings = yamlWarnings(err.Error())
-		}
-	}
-	ns, ok := out.(*Namespace)
-	if !ok {
-		u, isU := out.(*unstructured.Unstructured)
-		if !isU {
-			return nil, nil, apierrors.NewInternalError(fmt.Errorf("field manager returned %T", out))
-		}
-		ns = &Namespace{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ns); err != nil {
-			return nil, nil, apierrors.NewInternalError(err)
-		}
+		return nil, nil, err
 	}
 	defaultNamespace(ns)
 	return ns, warnings, nil
