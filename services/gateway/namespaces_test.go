@@ -166,6 +166,18 @@ func TestNamespaceLifecycleAdmission(t *testing.T) {
 	if len(causes) != 1 || causes[0].(map[string]any)["reason"] != "NamespaceTerminating" || causes[0].(map[string]any)["field"] != "metadata.namespace" {
 		t.Fatalf("terminating namespace causes: %v", tf["details"])
 	}
+	// a create by server-side apply is a create too
+	af := g.expect(http.StatusForbidden, http.MethodPatch, "/apis/stable.example.com/v1/namespaces/ending/crontabs/c3?fieldManager=test",
+		`{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"c3"},"spec":{"cronSpec":"* * * * */5"}}`,
+		"Content-Type", "application/apply-patch+yaml")
+	if str(af["message"]) != `crontabs.stable.example.com "c3" is forbidden: unable to create new content in namespace ending because it is being terminated` {
+		t.Fatalf("apply in a terminating namespace: %v", af)
+	}
+	// the body is decoded first, as upstream's handler does before admission
+	bad := g.expect(http.StatusBadRequest, http.MethodPost, "/apis/stable.example.com/v1/namespaces/nowhere/crontabs", `{"apiVersion":`, "Content-Type", "application/json")
+	if str(bad["reason"]) != "BadRequest" {
+		t.Fatalf("undecodable body in a missing namespace: %v", bad)
+	}
 	fb := g.expect(http.StatusForbidden, http.MethodDelete, "/api/v1/namespaces/default", nil)
 	if str(fb["message"]) != `namespaces "default" is forbidden: this namespace may not be deleted` {
 		t.Fatalf("delete default: %v", fb)

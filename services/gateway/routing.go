@@ -29,9 +29,6 @@ import (
 type kubeRouter struct {
 	mux http.Handler
 	api *kubeAPI
-	// lifecycle is the NamespaceLifecycle admission of custom resource
-	// creates (nil: off).
-	lifecycle *namespaceLifecycle
 }
 
 func (k *kubeRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -44,9 +41,6 @@ func (k *kubeRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ri, ok := parseRequestInfo(r.Method, r.URL.Path)
 	if !ok || isCRDs(ri.group, ri.version, ri.resource) {
 		k.mux.ServeHTTP(w, r)
-		return
-	}
-	if !k.admitLifecycle(w, r, ri) {
 		return
 	}
 	switch {

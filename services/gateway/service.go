@@ -142,6 +142,11 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	registry := registryv1.NewRegistryServiceClient(regConn)
 	s.crds = crdcache.New(registry, log)
 	s.converted = convcache.New(convcache.Config{MaxBytes: convcache.DefaultMaxBytes, Component: "gateway"})
+	namespaces := registryv1.NewNamespaceServiceClient(regConn)
+	var lifecycleNamespaces registryv1.NamespaceServiceClient
+	if cfg.EnableNamespaceLifecycle {
+		lifecycleNamespaces = namespaces
+	}
 	s.api = &kubeAPI{
 		discovery: &discovery.Server{Registry: registry, OpenAPI: registryv1.NewOpenAPIServiceClient(regConn)},
 		crdAPI:    crd.New(crd.Config{Registry: registry, MinRequestTimeout: cfg.MinRequestTimeout}),
@@ -151,6 +156,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			Validator:           validatorv1.NewValidatorServiceClient(valConn),
 			Converter:           converter,
 			Converted:           s.converted,
+			Namespaces:          lifecycleNamespaces,
 			CRDs:                s.crds,
 			MinRequestTimeout:   cfg.MinRequestTimeout,
 			CRDWait:             cfg.CRDWait,
@@ -164,13 +170,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
-	namespaces := registryv1.NewNamespaceServiceClient(regConn)
 	coreAPI := core.New(core.Config{Namespaces: namespaces, MinRequestTimeout: cfg.MinRequestTimeout, Lifecycle: cfg.EnableNamespaceLifecycle})
-	var lifecycle *namespaceLifecycle
-	if cfg.EnableNamespaceLifecycle {
-		lifecycle = &namespaceLifecycle{namespaces: namespaces}
-	}
-	mux, err := newKubeMux(bg, s.api, coreAPI, lifecycle)
+	mux, err := newKubeMux(bg, s.api, coreAPI)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -240,7 +241,7 @@ func newMux() *runtime.ServeMux {
 // through grpc-gateway's in-process HandlerServer registration (a direct
 // call, no gRPC hop), the watches streamed straight into the response;
 // kubeRouter in front routes what upstream routes by verb, not by path.
-func newKubeMux(ctx context.Context, a *kubeAPI, coreAPI *core.Server, lifecycle *namespaceLifecycle) (http.Handler, error) {
+func newKubeMux(ctx context.Context, a *kubeAPI, coreAPI *core.Server) (http.Handler, error) {
 	mux := newMux()
 	api := newTracedAPI(a)
 	if err := gatewayv1.RegisterKubeAPIServiceHandlerServer(ctx, mux, api); err != nil {
@@ -256,7 +257,7 @@ func newKubeMux(ctx context.Context, a *kubeAPI, coreAPI *core.Server, lifecycle
 	if err := watch.RegisterCore(mux, coreAPI); err != nil {
 		return nil, fmt.Errorf("register core watch routes: %w", err)
 	}
-	return &kubeRouter{mux: mux, api: a, lifecycle: lifecycle}, nil
+	return &kubeRouter{mux: mux, api: a}, nil
 }
 
 // Handler is the gateway's HTTP handler (authentication, the Kubernetes

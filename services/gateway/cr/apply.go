@@ -97,6 +97,9 @@ func (a *Server) crApply(ctx context.Context, r *resource, req *gatewayv1.PatchR
 // applyCreate stores the object an apply created (errStale: another
 // writer created it meanwhile).
 func (a *Server) applyCreate(ctx context.Context, r *resource, ns, name string, obj object, admitted []byte, dryRun bool) ([]byte, error) {
+	if err := a.lifecycle.admitCreate(ctx, r, ns, obj); err != nil {
+		return nil, err
+	}
 	metaErrs, err := validateMetaCreate(r, obj)
 	if err != nil {
 		return nil, err

@@ -39,6 +39,10 @@ type Config struct {
 	// CRDs is the CRD cache requests are resolved from; New registers a
 	// change handler on it, so build the Server before the cache runs.
 	CRDs *crdcache.Cache
+	// Namespaces, when set, turns on NamespaceLifecycle admission of
+	// creates (--enable-namespace-lifecycle): a create in a namespace that
+	// does not exist, or is being deleted, is refused.
+	Namespaces registryv1.NamespaceServiceClient
 	// MinRequestTimeout bounds a watch without timeoutSeconds.
 	MinRequestTimeout time.Duration
 	// CRDWait bounds how long a request waits for the cache to catch up
@@ -62,6 +66,7 @@ type Server struct {
 	validator validatorv1.ValidatorServiceClient
 	converter converterv1.ConverterServiceClient // nil: webhook conversion unavailable
 	converted *convcache.Cache                   // webhook-converted objects served (nil: none kept)
+	lifecycle *namespaceLifecycle                // NamespaceLifecycle admission (nil: off)
 
 	crds      *crdcache.Cache
 	crdEvents *crdEvents
@@ -88,6 +93,9 @@ func New(cfg Config) *Server {
 		crdWait:           cfg.CRDWait,
 		now:               cfg.Now,
 		log:               cfg.Log,
+	}
+	if cfg.Namespaces != nil {
+		s.lifecycle = &namespaceLifecycle{namespaces: cfg.Namespaces}
 	}
 	if s.now == nil {
 		s.now = time.Now

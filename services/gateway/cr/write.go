@@ -57,6 +57,9 @@ func (a *Server) Create(ctx context.Context, req *gatewayv1.CreateRequest, opts 
 	if err := objmeta.CheckNameAndNamespace(obj, ns, "", r.namespaced); err != nil {
 		return nil, err
 	}
+	if err := a.lifecycle.admitCreate(ctx, r, ns, obj); err != nil {
+		return nil, err
+	}
 	rvSet := objmeta.String(obj, "resourceVersion") != ""
 	// The system metadata (a name from generateName: the key, and what
 	// errors name); the validator drops .status (AdmitRequest.prepare).
