@@ -6,6 +6,12 @@
 #   FUZZTIME          per target (a duration, or Nx for N executions); 30s
 #   FUZZ              only the targets whose name matches this regexp
 #   FUZZPARALLEL      fuzzing workers per target (go test -parallel); 1
+#   FUZZSLOW          a regexp of targets whose test binary takes most of a
+#                     short FUZZTIME to start and gather its baseline
+#                     (the gateway's and the registry's: 0 to 200
+#                     executions in 5s on 2 cores); they run for
+#                     FUZZSLOWTIME instead when that is longer than FUZZTIME
+#   FUZZSLOWTIME      20s
 #   FUZZMINIMIZETIME  time spent minimizing an input (go test
 #                     -fuzzminimizetime); 2s: the default 60s stalls the big
 #                     binaries (gateway, registry, storage) on every new
@@ -23,6 +29,21 @@ FUZZTIME=${FUZZTIME:-30s}
 FUZZPARALLEL=${FUZZPARALLEL:-1}
 FUZZMINIMIZETIME=${FUZZMINIMIZETIME:-2s}
 GO=${GO:-go}
+FUZZSLOW=${FUZZSLOW:-'^(FuzzProtobufBody|FuzzListOptions|FuzzRequestBody|FuzzCRDPatch|FuzzCRDValidation|FuzzValidateCRD)$'}
+FUZZSLOWTIME=${FUZZSLOWTIME:-20s}
+
+# seconds of a duration such as 5s, 2m or 1m30s (0 for an Nx count)
+seconds() {
+	local d=$1 total=0 n
+	[[ $d == *x ]] && { echo 0; return; }
+	while [[ $d =~ ^([0-9]+)([hms])(.*)$ ]]; do
+		n=${BASH_REMATCH[1]}
+		case ${BASH_REMATCH[2]} in h) n=$((n * 3600)) ;; m) n=$((n * 60)) ;; esac
+		total=$((total + n))
+		d=${BASH_REMATCH[3]}
+	done
+	echo $total
+}
 
 # dir:name of every target (conformance/upstream is its own module, outside
 # go.work, and has none)
@@ -49,9 +70,13 @@ for t in "${targets[@]}"; do
 	name=${t##*:}
 	corpus="$dir/testdata/fuzz/$name"
 	before=$(ls "$corpus" 2>/dev/null | sort)
-	echo "== $dir $name (FUZZTIME=$FUZZTIME)"
+	fuzztime=$FUZZTIME
+	if [[ "$name" =~ $FUZZSLOW ]] && (( $(seconds "$FUZZSLOWTIME") > $(seconds "$FUZZTIME") )) && [[ $FUZZTIME != *x ]]; then
+		fuzztime=$FUZZSLOWTIME
+	fi
+	echo "== $dir $name (FUZZTIME=$fuzztime)"
 	t0=$(date +%s)
-	out=$(cd "$dir" && $GO test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" \
+	out=$(cd "$dir" && $GO test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" \
 		-fuzzminimizetime "$FUZZMINIMIZETIME" -parallel "$FUZZPARALLEL" . 2>&1)
 	rc=$?
 	took=$(( $(date +%s) - t0 ))
@@ -74,6 +99,6 @@ for t in "${targets[@]}"; do
 done
 
 echo
-echo "fuzz summary (FUZZTIME=$FUZZTIME, $(( $(date +%s) - start ))s in all):"
+echo "fuzz summary (FUZZTIME=$FUZZTIME; FUZZSLOWTIME=$FUZZSLOWTIME for targets matching $FUZZSLOW; $(( $(date +%s) - start ))s in all):"
 printf '%s\n' "${summary[@]}"
 exit $failed
