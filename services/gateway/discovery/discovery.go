@@ -141,7 +141,9 @@ func (s *Server) discoveryReply(ctx context.Context, resp *registryv1.GetDiscove
 		// Upstream's aggregated discovery handler answers in either
 		// encoding with Vary: Accept (the same path serves the legacy
 		// APIGroupList).
-		_ = grpc.SetHeader(ctx, metadata.Pairs(httpx.MDVary, "Accept"))
+		// It serves with its ETag and `Cache-Control: public`, 304s
+		// included.
+		_ = grpc.SetHeader(ctx, metadata.Pairs(httpx.MDVary, "Accept", httpx.MDCacheControl, "public"))
 	}
 	// The registry's ETag; a client that has the document gets a 304.
 	if etag := resp.GetEtag(); etag != "" {

@@ -64,7 +64,7 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // build assembles the edge's filters in kube-apiserver's order: audit ID,
-// request info, authentication (its failures audited), audit, impersonation,
+// Cache-Control, request info, authentication (its failures audited), audit, impersonation,
 // then serve (authorization and the rest).
 func (e *Edge) build() {
 	var az authorizer.UnconditionalAuthorizer = allowAll
@@ -100,7 +100,10 @@ func (e *Edge) build() {
 		// before authentication; without audit, authorization builds them.
 		h = withRequestInfo(h)
 	}
-	e.handler = filters.WithAuditInit(h)
+	// Every answer is `Cache-Control: no-cache, private` unless its handler
+	// says otherwise (the OpenAPI documents addressed by hash), as
+	// kube-apiserver's handler chain sets it.
+	e.handler = filters.WithAuditInit(filters.WithCacheControl(h))
 }
 
 // serve authorizes the request of the (possibly impersonated) user and

@@ -102,6 +102,11 @@ func ForwardHTTPCode(ctx context.Context, w http.ResponseWriter, resp proto.Mess
 	if len(md.HeaderMD.Get(MDNoContentType)) > 0 {
 		w.Header().Del("Content-Type")
 	}
+	if cc := md.HeaderMD.Get(MDCacheControl); len(cc) > 0 {
+		// The handler's own replaces the edge's default (grpc-gateway
+		// adds metadata headers beside what is already set).
+		w.Header().Set("Cache-Control", cc[len(cc)-1])
+	}
 	vals := md.HeaderMD.Get(MDHTTPCode)
 	if len(vals) == 0 {
 		return nil
