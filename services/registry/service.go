@@ -35,6 +35,7 @@ type Service struct {
 	ctrl    *controllers
 	ns      *nsServer
 	nsCtrl  *nsController
+	rbac    *rbacServer
 	openapi *openapi.Builder
 
 	cancel context.CancelFunc
@@ -101,6 +102,7 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 	nsSt := &nsStore{client: client}
 	s.ns = &nsServer{st: nsSt, log: log}
 	s.nsCtrl = newNSController(log, nsSt, s.inf)
+	s.rbac = &rbacServer{client: client, log: log}
 	s.wg.Go(func() { cfg.Elector.Run(runCtx, s.lead) })
 	return s, nil
 }
@@ -142,11 +144,12 @@ func dialEtcd(ctx context.Context, endpoints []string, tlsFiles etcdtls.Config) 
 	return client, nil
 }
 
-// Register adds the RegistryService, the NamespaceService and the
-// OpenAPIService to srv.
+// Register adds the RegistryService, the NamespaceService, the
+// RBACService and the OpenAPIService to srv.
 func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	registryv1.RegisterRegistryServiceServer(srv, s.server)
 	registryv1.RegisterNamespaceServiceServer(srv, s.ns)
+	registryv1.RegisterRBACServiceServer(srv, s.rbac)
 	registryv1.RegisterOpenAPIServiceServer(srv, openapi.NewServer(s.openapi))
 }
 
