@@ -55,7 +55,9 @@ func (k *rbacKind) gvk() schema.GroupVersionKind { return rbacGV.WithKind(k.kind
 func (k *rbacKind) gr() schema.GroupResource {
 	return schema.GroupResource{Group: rbacv1.GroupName, Resource: k.resource}
 }
-func (k *rbacKind) gk() schema.GroupKind { return schema.GroupKind{Group: rbacv1.GroupName, Kind: k.kind} }
+func (k *rbacKind) gk() schema.GroupKind {
+	return schema.GroupKind{Group: rbacv1.GroupName, Kind: k.kind}
+}
 
 // key is the object's storage key, kube-apiserver's layout:
 // /registry/<resource>/[<namespace>/]<name>.
