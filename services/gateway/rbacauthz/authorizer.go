@@ -266,4 +266,3 @@ var FullAuthority = []rbacv1.PolicyRule{
 func IsNotFound(err error) bool { return apierrors.IsNotFound(err) }
 
 func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
-
