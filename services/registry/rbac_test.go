@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
@@ -106,4 +107,44 @@ func TestRBACServiceCRUD(t *testing.T) {
 	if st := kstatus.FromError(err); st.Code != 404 || st.Message != `clusterrolebindings.rbac.authorization.k8s.io "crud" not found` {
 		t.Errorf("after delete: %v", st)
 	}
+}
+
+// TestRBACBootstrapAndAggregation: the leader creates the bootstrap
+// policy, and fills an aggregating ClusterRole with the rules of the
+// ClusterRoles its selector matches (following their changes).
+func TestRBACBootstrapAndAggregation(t *testing.T) {
+	ctx := testCtx(t)
+	c := registryv1.NewRBACServiceClient(testConn(t))
+	crs := &registryv1.RBACTarget{Resource: "clusterroles"}
+	get := func(name string) *rbacv1.ClusterRole {
+		resp, err := c.Get(ctx, &registryv1.RBACServiceGetRequest{Target: crs, Request: &registryv1.GetRequest{Name: name}})
+		if err != nil {
+			return nil
+		}
+		var cr rbacv1.ClusterRole
+		if err := json.Unmarshal(resp.GetObject(), &cr); err != nil {
+			t.Fatal(err)
+		}
+		return &cr
+	}
+	for _, name := range []string{"cluster-admin", "system:discovery", "system:basic-user", "system:public-info-viewer"} {
+		waitFor(t, func() bool { return get(name) != nil })
+	}
+	waitFor(t, func() bool { cr := get("view"); return cr != nil && len(cr.Rules) > 0 })
+
+	for _, body := range []string{
+		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"agg-test"},"aggregationRule":{"clusterRoleSelectors":[{"matchLabels":{"agg-test":"true"}}]}}`,
+		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"agg-test-b","labels":{"agg-test":"true"}},"rules":[{"apiGroups":["b"],"resources":["bs"],"verbs":["get"]}]}`,
+		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"agg-test-a","labels":{"agg-test":"true"}},"rules":[{"apiGroups":["a"],"resources":["as"],"verbs":["get"]},{"apiGroups":["b"],"resources":["bs"],"verbs":["get"]}]}`,
+	} {
+		if _, err := c.Create(ctx, &registryv1.RBACServiceCreateRequest{Target: crs, Request: &registryv1.CreateRequest{Object: []byte(body)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []rbacv1.PolicyRule{{APIGroups: []string{"a"}, Resources: []string{"as"}, Verbs: []string{"get"}}, {APIGroups: []string{"b"}, Resources: []string{"bs"}, Verbs: []string{"get"}}}
+	waitFor(t, func() bool { cr := get("agg-test"); return cr != nil && apiequality.Semantic.DeepEqual(cr.Rules, want) })
+	if _, err := c.Delete(ctx, &registryv1.RBACServiceDeleteRequest{Target: crs, Request: &registryv1.DeleteRequest{Name: "agg-test-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { cr := get("agg-test"); return cr != nil && len(cr.Rules) == 1 && cr.Rules[0].APIGroups[0] == "b" })
 }

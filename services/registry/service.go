@@ -36,7 +36,9 @@ type Service struct {
 	ns      *nsServer
 	nsCtrl  *nsController
 	rbac    *rbacServer
-	openapi *openapi.Builder
+	// rbacCtrl: the RBAC bootstrap policy and ClusterRole aggregation
+	rbacCtrl *rbacController
+	openapi  *openapi.Builder
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -103,15 +105,18 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.ns = &nsServer{st: nsSt, log: log}
 	s.nsCtrl = newNSController(log, nsSt, s.inf)
 	s.rbac = &rbacServer{client: client, log: log}
+	s.rbacCtrl = &rbacController{srv: s.rbac, log: log}
 	s.wg.Go(func() { cfg.Elector.Run(runCtx, s.lead) })
 	return s, nil
 }
 
 // lead runs the controllers while this replica leads: the CRD controllers,
-// and the namespace controller (system namespaces, namespace deletion).
+// the namespace controller (system namespaces, namespace deletion) and the
+// RBAC controller (bootstrap policy, ClusterRole aggregation).
 func (s *Service) lead(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.nsCtrl.lead(ctx) })
+	wg.Go(func() { s.rbacCtrl.lead(ctx) })
 	s.ctrl.lead(ctx)
 	wg.Wait()
 }
