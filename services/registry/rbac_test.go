@@ -146,5 +146,8 @@ func TestRBACBootstrapAndAggregation(t *testing.T) {
 	if _, err := c.Delete(ctx, &registryv1.RBACServiceDeleteRequest{Target: crs, Request: &registryv1.DeleteRequest{Name: "agg-test-a"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { cr := get("agg-test"); return cr != nil && len(cr.Rules) == 1 && cr.Rules[0].APIGroups[0] == "b" })
+	waitFor(t, func() bool {
+		cr := get("agg-test")
+		return cr != nil && len(cr.Rules) == 1 && cr.Rules[0].APIGroups[0] == "b"
+	})
 }
