@@ -9,6 +9,7 @@ import (
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -135,6 +136,13 @@ func DecodeBody(r BodyRequest) (Body, error) {
 		}
 		b.JSON = doc
 		return b, nil
+	case TargetRBAC, TargetRBACCollection:
+		doc, err := decodeRBAC(info.Serializer, r.Body, r.Kind)
+		if err != nil {
+			return Body{}, err
+		}
+		b.JSON = doc
+		return b, nil
 	case TargetScale:
 		doc, err := decodeScale(info.Serializer, r.Body)
 		if err != nil {
@@ -189,20 +197,36 @@ func decodeCRD(s runtime.Decoder, body []byte) ([]byte, error) {
 
 var namespaceV1 = corev1.SchemeGroupVersion.WithKind("Namespace")
 
-// decodeNamespace decodes a protobuf core/v1 Namespace as kube-apiserver's
-// create and update handlers do and returns it as v1 JSON (unknown
-// protobuf fields dropped); what does not decode is upstream's 400.
+// decodeNamespace decodes a protobuf core/v1 Namespace (decodeTyped).
 func decodeNamespace(s runtime.Decoder, body []byte) ([]byte, error) {
-	into := &corev1.Namespace{}
-	def := namespaceV1
-	obj, gvk, err := builtinCodecs.DecoderToVersion(s, corev1.SchemeGroupVersion).Decode(body, &def, into)
+	return decodeTyped(s, body, namespaceV1, &corev1.Namespace{})
+}
+
+// decodeRBAC decodes a protobuf rbac.authorization.k8s.io/v1 object of
+// kind (decodeTyped).
+func decodeRBAC(s runtime.Decoder, body []byte, kind string) ([]byte, error) {
+	gvk := rbacv1.SchemeGroupVersion.WithKind(kind)
+	obj, err := builtinScheme.New(gvk)
 	if err != nil {
-		return nil, decodeError(err, "Namespace", gvk, body)
+		return nil, apierrors.NewInternalError(err)
 	}
-	if gv := gvk.GroupVersion(); gv != corev1.SchemeGroupVersion {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%v)", gv.String(), corev1.SchemeGroupVersion.String()))
+	return decodeTyped(s, body, gvk, obj)
+}
+
+// decodeTyped decodes a protobuf built-in object of kind gvk as
+// kube-apiserver's create and update handlers do and returns it as JSON
+// (unknown protobuf fields dropped); what does not decode is upstream's
+// 400.
+func decodeTyped(s runtime.Decoder, body []byte, want schema.GroupVersionKind, into runtime.Object) ([]byte, error) {
+	def := want
+	obj, gvk, err := builtinCodecs.DecoderToVersion(s, want.GroupVersion()).Decode(body, &def, into)
+	if err != nil {
+		return nil, decodeError(err, want.Kind, gvk, body)
 	}
-	obj.GetObjectKind().SetGroupVersionKind(namespaceV1)
+	if gv := gvk.GroupVersion(); gv != want.GroupVersion() {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%v)", gv.String(), want.GroupVersion().String()))
+	}
+	obj.GetObjectKind().SetGroupVersionKind(want)
 	doc, err := json.Marshal(obj)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)

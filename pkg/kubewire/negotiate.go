@@ -57,6 +57,13 @@ const (
 	// TargetNamespaceCollection is the LIST and WATCH route of namespaces:
 	// as TargetCRDCollection.
 	TargetNamespaceCollection
+	// TargetRBAC is a go-restful route of one rbac.authorization.k8s.io/v1
+	// object (Role, ClusterRole, RoleBinding, ClusterRoleBinding): as
+	// TargetCRD.
+	TargetRBAC
+	// TargetRBACCollection is the LIST and WATCH route of an RBAC
+	// resource: as TargetCRDCollection.
+	TargetRBACCollection
 )
 
 // Transform is a conversion of the response object a client asked for
@@ -228,9 +235,9 @@ func restfulProduces(t Target) []string {
 	ns, _ := targetSerializers(t)
 	media, stream := negotiation.MediaTypesForSerializer(ns)
 	switch t {
-	case TargetCRD, TargetNamespace, TargetBuiltinDiscovery:
+	case TargetCRD, TargetNamespace, TargetRBAC, TargetBuiltinDiscovery:
 		return media
-	case TargetCRDCollection, TargetNamespaceCollection:
+	case TargetCRDCollection, TargetNamespaceCollection, TargetRBACCollection:
 		return append(media, stream...)
 	}
 	return nil

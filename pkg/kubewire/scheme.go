@@ -8,6 +8,7 @@ import (
 	apidiscoveryv2beta1 "k8s.io/api/apidiscovery/v2beta1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsinstall "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/install"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -73,6 +74,7 @@ func init() {
 	utilruntime.Must(apidiscoveryv2beta1.AddToScheme(builtinScheme))
 	// the part of core/v1 crdplane serves (kube-apiserver's legacy group)
 	builtinScheme.AddKnownTypes(corev1.SchemeGroupVersion, &corev1.Namespace{}, &corev1.NamespaceList{})
+	utilruntime.Must(rbacv1.AddToScheme(builtinScheme))
 	builtinCodecs = serializer.NewCodecFactory(builtinScheme)
 }
 
@@ -120,6 +122,14 @@ var wireTypes = map[schema.GroupVersionKind]wireType{
 	autoscalingv1.SchemeGroupVersion.WithKind("Scale"):                          {newObject: func() protoObject { return &autoscalingv1.Scale{} }},
 	corev1.SchemeGroupVersion.WithKind("Namespace"):                             {newObject: func() protoObject { return &corev1.Namespace{} }},
 	corev1.SchemeGroupVersion.WithKind("NamespaceList"):                         {newObject: func() protoObject { return &corev1.NamespaceList{} }, item: "Namespace"},
+	rbacv1.SchemeGroupVersion.WithKind("Role"):                                  {newObject: func() protoObject { return &rbacv1.Role{} }},
+	rbacv1.SchemeGroupVersion.WithKind("RoleList"):                              {newObject: func() protoObject { return &rbacv1.RoleList{} }, item: "Role"},
+	rbacv1.SchemeGroupVersion.WithKind("ClusterRole"):                           {newObject: func() protoObject { return &rbacv1.ClusterRole{} }},
+	rbacv1.SchemeGroupVersion.WithKind("ClusterRoleList"):                       {newObject: func() protoObject { return &rbacv1.ClusterRoleList{} }, item: "ClusterRole"},
+	rbacv1.SchemeGroupVersion.WithKind("RoleBinding"):                           {newObject: func() protoObject { return &rbacv1.RoleBinding{} }},
+	rbacv1.SchemeGroupVersion.WithKind("RoleBindingList"):                       {newObject: func() protoObject { return &rbacv1.RoleBindingList{} }, item: "RoleBinding"},
+	rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"):                    {newObject: func() protoObject { return &rbacv1.ClusterRoleBinding{} }},
+	rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBindingList"):                {newObject: func() protoObject { return &rbacv1.ClusterRoleBindingList{} }, item: "ClusterRoleBinding"},
 	apidiscoveryv2.SchemeGroupVersion.WithKind("APIGroupDiscoveryList"):         {newObject: func() protoObject { return &apidiscoveryv2.APIGroupDiscoveryList{} }},
 	apidiscoveryv2beta1.SchemeGroupVersion.WithKind("APIGroupDiscoveryList"):    {newObject: func() protoObject { return &apidiscoveryv2beta1.APIGroupDiscoveryList{} }},
 }

@@ -65,6 +65,34 @@ func (g *testGateway) waitReady() {
 	if err := g.svc.crds.WaitSynced(ctx); err != nil {
 		g.t.Fatalf("CRD cache never synced: %v", err)
 	}
+	g.waitBootstrapPolicy(ctx)
+}
+
+// waitBootstrapPolicy waits until the registry's leader has written the
+// RBAC bootstrap policy and aggregated admin, edit and view: tests that
+// count etcd revisions see no background writes after it.
+func (g *testGateway) waitBootstrapPolicy(ctx context.Context) {
+	g.t.Helper()
+	done := func() bool {
+		resp, _ := g.do("GET", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:public-info-viewer", nil)
+		if resp.StatusCode != http.StatusOK {
+			return false
+		}
+		for _, role := range []string{"admin", "edit", "view"} {
+			resp, body := g.do("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles/"+role, nil)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"rules":[{`) {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		select {
+		case <-ctx.Done():
+			g.t.Fatal("the RBAC bootstrap policy was never written")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // do sends a request (body: []byte, string or anything JSON-encodable)

@@ -10,6 +10,7 @@ import (
 	"github.com/crdplane/crdplane/services/gateway/cr"
 	"github.com/crdplane/crdplane/services/gateway/crd"
 	"github.com/crdplane/crdplane/services/gateway/discovery"
+	"github.com/crdplane/crdplane/services/gateway/rbac"
 )
 
 // kubeAPI implements crdplane.gateway.v1.KubeAPIService: each verb
@@ -21,8 +22,9 @@ type kubeAPI struct {
 	gatewayv1.UnimplementedKubeAPIServiceServer
 
 	discovery *discovery.Server
-	crdAPI    *crd.Server // the verbs on CRDs
-	crAPI     *cr.Server  // the verbs on custom resources
+	crdAPI    *crd.Server  // the verbs on CRDs
+	crAPI     *cr.Server   // the verbs on custom resources
+	rbacAPI   *rbac.Server // rbac.authorization.k8s.io
 
 	readyChecks func() []readyCheck
 	log         *slog.Logger

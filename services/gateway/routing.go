@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/crdplane/crdplane/services/gateway/httpx"
+	"github.com/crdplane/crdplane/services/gateway/rbac"
 )
 
 // kubeRouter routes custom resource requests the way kube-apiserver does
@@ -39,7 +40,7 @@ func (k *kubeRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ri, ok := parseRequestInfo(r.Method, r.URL.Path)
-	if !ok || isCRDs(ri.group, ri.version, ri.resource) {
+	if !ok || isCRDs(ri.group, ri.version, ri.resource) || rbac.IsRBAC(ri.group) {
 		k.mux.ServeHTTP(w, r)
 		return
 	}

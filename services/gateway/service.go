@@ -33,6 +33,8 @@ import (
 	"github.com/crdplane/crdplane/services/gateway/discovery"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 	"github.com/crdplane/crdplane/services/gateway/localpki"
+	"github.com/crdplane/crdplane/services/gateway/rbac"
+	"github.com/crdplane/crdplane/services/gateway/rbacauthz"
 	"github.com/crdplane/crdplane/services/gateway/watch"
 )
 
@@ -45,6 +47,10 @@ type Service struct {
 	conns  []grpcx.Conn
 	probes []*grpcx.Probe // storage and registry: readiness
 	crds   *crdcache.Cache
+	// rbacCache is the RBAC policy; rbacMode: the RBAC authorizer is
+	// configured (readiness waits for the cache).
+	rbacCache *rbacauthz.Cache
+	rbacMode  bool
 	// converted keeps webhook-converted objects served (cr.Config.Converted).
 	converted *convcache.Cache
 	api       *kubeAPI
@@ -80,11 +86,6 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	authz, err := httpx.NewAuthorizer(authzCfg)
-	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
-	log.Info("authorization", "mode", strings.Join(authz.Modes(), ","))
 	auditor, err := httpx.NewAuditor(cfg.Audit.AuditConfig)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -120,6 +121,18 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The RBAC policy, in memory: the RBAC authorizer's and the
+	// escalation checks' (which every mode runs on RBAC writes).
+	rbacClient := registryv1.NewRBACServiceClient(regConn)
+	s.rbacCache = rbacauthz.NewCache(rbacClient, log)
+	rbacAuthz := rbacauthz.NewAuthorizer(s.rbacCache.Policy)
+	authzCfg.RBAC = rbacAuthz
+	authz, err := httpx.NewAuthorizer(authzCfg)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	s.rbacMode = authz.HasMode(httpx.ModeRBAC)
+	log.Info("authorization", "mode", strings.Join(authz.Modes(), ","))
 	valConn, err := dial(cfg.ValidatorAddr)
 	if err != nil {
 		return nil, err
@@ -150,6 +163,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s.api = &kubeAPI{
 		discovery: &discovery.Server{Registry: registry, OpenAPI: registryv1.NewOpenAPIServiceClient(regConn)},
 		crdAPI:    crd.New(crd.Config{Registry: registry, MinRequestTimeout: cfg.MinRequestTimeout}),
+		rbacAPI:   rbac.New(rbac.Config{RBAC: rbacClient, MinRequestTimeout: cfg.MinRequestTimeout, Authorizer: authz, Policy: s.rbacCache.Policy}),
 		crAPI: cr.New(cr.Config{
 			Registry:            registry,
 			Storage:             storagev1.NewStorageServiceClient(stoConn),
@@ -204,6 +218,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		for _, p := range s.probes {
 			wg.Go(func() { p.Run(bg) })
 		}
+		wg.Go(func() { s.rbacCache.Run(bg) })
 		s.crds.Run(bg)
 		wg.Wait()
 	}()
@@ -293,6 +308,14 @@ func (s *Service) readyChecks() []readyCheck {
 		}
 		return nil
 	}}}
+	if s.rbacMode {
+		checks = append(checks, readyCheck{"rbac-cache", func() error {
+			if !s.rbacCache.Synced() {
+				return errors.New("the RBAC policy cache has not synced")
+			}
+			return nil
+		}})
+	}
 	for _, p := range s.probes {
 		checks = append(checks, readyCheck{p.Name(), p.Err})
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/crdplane/crdplane/services/gateway/crd"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 	"github.com/crdplane/crdplane/services/gateway/listing"
+	"github.com/crdplane/crdplane/services/gateway/rbac"
 	"github.com/crdplane/crdplane/services/gateway/watch"
 )
 
@@ -27,6 +28,9 @@ import (
 
 // Get serves GET on one object (and its status and scale subresources).
 func (a *kubeAPI) Get(ctx context.Context, req *gatewayv1.GetRequest) (*httpbody.HttpBody, error) {
+	if rbac.IsRBAC(req.GetGroup()) {
+		return httpx.Reply(a.rbacAPI.Get(ctx, req))
+	}
 	rm := httpx.RequestMetaFrom(ctx)
 	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
 	out, err := httpx.NegotiateOutput(rm, readTarget(crds, req.GetSubresource()))
@@ -54,6 +58,9 @@ func readTarget(crds bool, sub string) httpx.Target {
 // List serves GET on a collection.
 func (a *kubeAPI) List(ctx context.Context, req *gatewayv1.ListRequest) (*httpbody.HttpBody, error) {
 	rm := httpx.RequestMetaFrom(ctx)
+	if rbac.IsRBAC(req.GetGroup()) {
+		return httpx.Reply(a.rbacAPI.List(ctx, req, listParams(req)))
+	}
 	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
 	target := httpx.TargetCustomResource
 	if crds {
@@ -63,7 +70,15 @@ func (a *kubeAPI) List(ctx context.Context, req *gatewayv1.ListRequest) (*httpbo
 	if err != nil {
 		return httpx.Reply(nil, err)
 	}
-	params := listing.Params{
+	params := listParams(req)
+	if crds {
+		return httpx.Reply(a.crdAPI.List(ctx, req.GetNamespace(), params, out, rm))
+	}
+	return httpx.Reply(a.crAPI.List(ctx, req, params, out, rm))
+}
+
+func listParams(req *gatewayv1.ListRequest) listing.Params {
+	return listing.Params{
 		LabelSelector:        req.GetLabelSelector(),
 		FieldSelector:        req.GetFieldSelector(),
 		Limit:                req.GetLimit(),
@@ -72,10 +87,6 @@ func (a *kubeAPI) List(ctx context.Context, req *gatewayv1.ListRequest) (*httpbo
 		ResourceVersionMatch: req.GetResourceVersionMatch(),
 		SendInitialEvents:    req.SendInitialEvents,
 	}
-	if crds {
-		return httpx.Reply(a.crdAPI.List(ctx, req.GetNamespace(), params, out, rm))
-	}
-	return httpx.Reply(a.crAPI.List(ctx, req, params, out, rm))
 }
 
 // Watch serves watches (the legacy /watch/ paths, and ?watch=true reads
@@ -92,6 +103,12 @@ func (a *kubeAPI) Watch(req *gatewayv1.WatchRequest, stream gatewayv1.KubeAPISer
 		SendInitialEvents:    req.SendInitialEvents,
 		Watch:                true,
 		Name:                 watch.NameFrom(ctx),
+	}
+	if rbac.IsRBAC(req.GetGroup()) {
+		if err := a.rbacAPI.Watch(ctx, req, params, stream); err != nil {
+			return watch.Fail(ctx, stream, httpx.TargetRBACCollection, err)
+		}
+		return nil
 	}
 	rm := httpx.RequestMetaFrom(ctx)
 	crds := isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource())
@@ -116,6 +133,9 @@ func (a *kubeAPI) Watch(req *gatewayv1.WatchRequest, stream gatewayv1.KubeAPISer
 
 // Create serves POST on a collection.
 func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*httpbody.HttpBody, error) {
+	if rbac.IsRBAC(req.GetGroup()) {
+		return httpx.Reply(a.rbacAPI.Create(ctx, req))
+	}
 	rm := httpx.RequestMetaFrom(ctx)
 	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), ""))
 	if err != nil {
@@ -146,6 +166,9 @@ func (a *kubeAPI) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*ht
 
 // Update serves PUT on an object or its status.
 func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*httpbody.HttpBody, error) {
+	if rbac.IsRBAC(req.GetGroup()) {
+		return httpx.Reply(a.rbacAPI.Update(ctx, req))
+	}
 	rm := httpx.RequestMetaFrom(ctx)
 	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetSubresource()))
 	if err != nil {
@@ -178,6 +201,9 @@ func (a *kubeAPI) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*ht
 // patch, JSON patch and server-side apply; strategic merge patches are 415
 // for custom resources.
 func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpbody.HttpBody, error) {
+	if rbac.IsRBAC(req.GetGroup()) {
+		return httpx.Reply(a.rbacAPI.Patch(ctx, req))
+	}
 	rm := httpx.RequestMetaFrom(ctx)
 	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetSubresource()))
 	if err != nil {
@@ -207,6 +233,9 @@ func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*http
 
 // Delete serves DELETE on one object.
 func (a *kubeAPI) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*httpbody.HttpBody, error) {
+	if rbac.IsRBAC(req.GetGroup()) {
+		return httpx.Reply(a.rbacAPI.Delete(ctx, req))
+	}
 	rm := httpx.RequestMetaFrom(ctx)
 	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), ""))
 	if err != nil {
@@ -230,6 +259,9 @@ func (a *kubeAPI) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*ht
 // DeleteCollection serves DELETE on a collection: every selected object is
 // deleted as by Delete; the answer lists them as they were.
 func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCollectionRequest) (*httpbody.HttpBody, error) {
+	if rbac.IsRBAC(req.GetGroup()) {
+		return httpx.Reply(a.rbacAPI.DeleteCollection(ctx, req))
+	}
 	rm := httpx.RequestMetaFrom(ctx)
 	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), ""))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -77,6 +78,7 @@ var aggregatedVersions = []string{"v2", "v2beta1"}
 func newDiscoveryIndex() *discoveryIndex {
 	x := &discoveryIndex{crds: map[string]map[string]*CRD{}, groups: map[string]*groupDocs{}}
 	x.setGroup(authorizationGroup, renderGroup(authorizationGroupDocs()))
+	x.setGroup(rbacGroup, renderGroup(rbacGroupDocs()))
 	x.setGroup(groupName, renderGroup(builtinGroup()))
 	return x
 }
@@ -296,9 +298,34 @@ const authorizationGroup = "authorization.k8s.io"
 // builtinGroups are the groups crdplane serves itself, first in /apis in
 // kube-apiserver's order (by group priority: authorization.k8s.io 17600,
 // apiextensions.k8s.io 16700); CRDs cannot add to them.
-var builtinGroups = []string{authorizationGroup, groupName}
+var builtinGroups = []string{authorizationGroup, rbacGroup, groupName}
 
-func isBuiltinGroup(name string) bool { return name == authorizationGroup || name == groupName }
+func isBuiltinGroup(name string) bool { return slices.Contains(builtinGroups, name) }
+
+// rbacGroup is the RBACService's: rbac.authorization.k8s.io/v1, between
+// authorization.k8s.io and apiextensions.k8s.io in kube-apiserver's order
+// (its group priority 17000).
+const rbacGroup = "rbac.authorization.k8s.io"
+
+// rbacVerbs are the verbs of every RBAC resource.
+var rbacVerbs = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+
+// rbacGroupDocs describes rbac.authorization.k8s.io/v1 as kube-apiserver
+// lists it.
+func rbacGroupDocs() *discoveryGroup {
+	g := &discoveryGroup{name: rbacGroup, versions: map[string]*discoveryVersion{}}
+	v := g.version("v1")
+	for _, r := range []struct {
+		kind       string
+		namespaced bool
+	}{{"ClusterRoleBinding", false}, {"ClusterRole", false}, {"RoleBinding", true}, {"Role", true}} {
+		singular := strings.ToLower(r.kind)
+		v.resources = append(v.resources, metav1.APIResource{Name: singular + "s", SingularName: singular, Namespaced: r.namespaced, Kind: r.kind, Verbs: rbacVerbs,
+			StorageVersionHash: storageVersionHash(rbacGroup, "v1", r.kind)})
+		v.aggregated = append(v.aggregated, aggregatedResource{resource: singular + "s", singular: singular, kind: &metav1.GroupVersionKind{Kind: r.kind}, cluster: !r.namespaced, verbs: rbacVerbs})
+	}
+	return g
+}
 
 // authorizationGroupDocs describes authorization.k8s.io/v1 as
 // kube-apiserver lists it: the four reviews, verb create only.

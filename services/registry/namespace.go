@@ -68,25 +68,39 @@ var (
 )
 
 // decodeNamespace decodes a request body as a v1 Namespace as
-// kube-apiserver's handlers do (fieldValidation Strict, Warn or Ignore for
-// unknown and duplicate fields; upstream's 400 wording otherwise) and
-// applies v1 defaulting (the kubernetes.io/metadata.name label).
+// kube-apiserver's handlers do (decodeBuiltin) and applies v1 defaulting
+// (the kubernetes.io/metadata.name label).
 func decodeNamespace(body []byte, fieldValidation string) (*Namespace, []string, error) {
+	ns := &Namespace{}
+	warnings, err := decodeBuiltin(body, fieldValidation, nsGVK, ns, nsStrictSerializer, nsLaxSerializer)
+	if err != nil {
+		return nil, nil, err
+	}
+	defaultNamespace(ns)
+	return ns, warnings, nil
+}
+
+// decodeBuiltin decodes a request body into a built-in object of kind gvk
+// as kube-apiserver's handlers do: fieldValidation Strict, Warn or Ignore
+// for unknown and duplicate fields (strict and lax decode with and
+// without them), upstream's 400 wording otherwise.
+func decodeBuiltin(body []byte, fieldValidation string, gvk schema.GroupVersionKind, into runtime.Object, strict, lax runtime.Decoder) ([]string, error) {
 	if fieldValidation == "" {
 		fieldValidation = fieldValidationWarn
 	}
 	switch fieldValidation {
 	case fieldValidationIgnore, fieldValidationWarn, fieldValidationStrict:
 	default:
-		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("fieldValidation must be one of %q, %q or %q; got %q",
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("fieldValidation must be one of %q, %q or %q; got %q",
 			fieldValidationIgnore, fieldValidationWarn, fieldValidationStrict, fieldValidation))
 	}
-	dec := nsStrictSerializer
+	dec := strict
 	if fieldValidation == fieldValidationIgnore {
-		dec = nsLaxSerializer
+		dec = lax
 	}
 	var warnings []string
-	obj, gvk, err := dec.Decode(body, &nsGVK, &Namespace{})
+	kind := gvk.Kind
+	obj, got, err := dec.Decode(body, &gvk, into)
 	if err != nil {
 		strictErr, isStrict := runtime.AsStrictDecodingError(err)
 		switch {
@@ -94,21 +108,19 @@ func decodeNamespace(body []byte, fieldValidation string) (*Namespace, []string,
 			for _, e := range strictErr.Errors() {
 				warnings = append(warnings, e.Error())
 			}
-		case gvk != nil && gvk.Kind != "":
-			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, nsKind, err))
+		case got != nil && got.Kind != "":
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", got.Kind, got.Version, kind, err))
 		default:
-			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v (%s)", nsKind, err, summarize(body, 30)))
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v (%s)", kind, err, summarize(body, 30)))
 		}
 	}
-	ns, ok := obj.(*Namespace)
-	if !ok {
-		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s", gvk.Kind, gvk.Version, nsKind))
+	if obj != into {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s", got.Kind, got.Version, kind))
 	}
-	if gv := gvk.GroupVersion(); gv != nsGV {
-		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", gv, nsGV))
+	if gv := got.GroupVersion(); gv != gvk.GroupVersion() {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", gv, gvk.GroupVersion()))
 	}
-	defaultNamespace(ns)
-	return ns, warnings, nil
+	return warnings, nil
 }
 
 // defaultNamespace is v1 defaulting and the strategy's canonicalization:

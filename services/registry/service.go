@@ -35,7 +35,10 @@ type Service struct {
 	ctrl    *controllers
 	ns      *nsServer
 	nsCtrl  *nsController
-	openapi *openapi.Builder
+	rbac    *rbacServer
+	// rbacCtrl: the RBAC bootstrap policy and ClusterRole aggregation
+	rbacCtrl *rbacController
+	openapi  *openapi.Builder
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -101,15 +104,19 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 	nsSt := &nsStore{client: client}
 	s.ns = &nsServer{st: nsSt, log: log}
 	s.nsCtrl = newNSController(log, nsSt, s.inf)
+	s.rbac = &rbacServer{client: client, log: log}
+	s.rbacCtrl = &rbacController{srv: s.rbac, log: log}
 	s.wg.Go(func() { cfg.Elector.Run(runCtx, s.lead) })
 	return s, nil
 }
 
 // lead runs the controllers while this replica leads: the CRD controllers,
-// and the namespace controller (system namespaces, namespace deletion).
+// the namespace controller (system namespaces, namespace deletion) and the
+// RBAC controller (bootstrap policy, ClusterRole aggregation).
 func (s *Service) lead(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.nsCtrl.lead(ctx) })
+	wg.Go(func() { s.rbacCtrl.lead(ctx) })
 	s.ctrl.lead(ctx)
 	wg.Wait()
 }
@@ -142,11 +149,12 @@ func dialEtcd(ctx context.Context, endpoints []string, tlsFiles etcdtls.Config) 
 	return client, nil
 }
 
-// Register adds the RegistryService, the NamespaceService and the
-// OpenAPIService to srv.
+// Register adds the RegistryService, the NamespaceService, the
+// RBACService and the OpenAPIService to srv.
 func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	registryv1.RegisterRegistryServiceServer(srv, s.server)
 	registryv1.RegisterNamespaceServiceServer(srv, s.ns)
+	registryv1.RegisterRBACServiceServer(srv, s.rbac)
 	registryv1.RegisterOpenAPIServiceServer(srv, openapi.NewServer(s.openapi))
 }
 

@@ -77,8 +77,8 @@ func (l *corruptLog) due(key string, now time.Time) bool {
 // metric: the group resource's String()).
 func keyResource(key string) string {
 	parts := strings.SplitN(strings.TrimPrefix(key, keyRoot), "/", 3)
-	if coreResources[parts[0]] {
-		return parts[0]
+	if gr, ok := coreResources[parts[0]]; ok {
+		return schema.GroupResource{Group: gr.group, Resource: parts[0]}.String()
 	}
 	if len(parts) < 2 {
 		return ""

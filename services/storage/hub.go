@@ -201,7 +201,7 @@ func (c *hubs) count() int {
 // resourcePrefix is /registry/<group>/<plural>/ of a valid prefix.
 func resourcePrefix(prefix string) string {
 	parts := strings.SplitN(strings.TrimPrefix(prefix, keyRoot), "/", 3)
-	if coreResources[parts[0]] || len(parts) < 2 {
+	if isGroupless(parts[0]) || len(parts) < 2 {
 		return keyRoot + parts[0] + "/"
 	}
 	return keyRoot + parts[0] + "/" + parts[1] + "/"

@@ -11,11 +11,34 @@ import (
 // keyRoot is the common prefix of every key the service stores.
 const keyRoot = "/registry/"
 
-// coreResources are the resources of the legacy core group crdplane
-// stores, under kube-apiserver's layout without a group segment:
-// /registry/<plural>/<name> (only cluster-scoped ones: namespaces). No
-// CRD's group can take their place (a CRD group has a dot).
-var coreResources = map[string]bool{"namespaces": true}
+// grouplessResource is a built-in resource kube-apiserver stores without
+// a group segment: /registry/<plural>/[<namespace>/]<name>.
+type grouplessResource struct {
+	group      string
+	namespaced bool
+}
+
+// coreResources are the built-in resources crdplane stores under
+// kube-apiserver's layout without a group segment: core/v1 namespaces
+// (/registry/namespaces/<name>) and the rbac.authorization.k8s.io ones
+// (/registry/roles/<namespace>/<name>, /registry/clusterroles/<name>, ...).
+// No CRD's group can take their place (a CRD group has a dot).
+var coreResources = map[string]grouplessResource{
+	"namespaces":          {},
+	"roles":               {group: rbacGroup, namespaced: true},
+	"rolebindings":        {group: rbacGroup, namespaced: true},
+	"clusterroles":        {group: rbacGroup},
+	"clusterrolebindings": {group: rbacGroup},
+}
+
+const rbacGroup = "rbac.authorization.k8s.io"
+
+// isGroupless reports whether a key's first segment is a groupless
+// built-in resource.
+func isGroupless(segment string) bool {
+	_, ok := coreResources[segment]
+	return ok
+}
 
 // objectKey is a parsed object key:
 // /registry/<group>/<plural>/[<namespace>/]<name>.
@@ -39,12 +62,18 @@ func parseKey(key string) (objectKey, error) {
 		}
 	}
 	k := objectKey{raw: key}
-	switch {
-	case len(parts) == 2 && coreResources[parts[0]]:
-		k.resource = schema.GroupResource{Resource: parts[0]}
-		k.name = parts[1]
-		return k, nil
-	case coreResources[parts[0]]:
+	if gr, ok := coreResources[parts[0]]; ok {
+		k.resource = schema.GroupResource{Group: gr.group, Resource: parts[0]}
+		switch {
+		case !gr.namespaced && len(parts) == 2:
+			k.name = parts[1]
+			return k, nil
+		case gr.namespaced && len(parts) == 3:
+			k.namespace, k.name = parts[1], parts[2]
+			return k, nil
+		case gr.namespaced:
+			return objectKey{}, badKey(key, "must be "+keyRoot+parts[0]+"/<namespace>/<name>")
+		}
 		return objectKey{}, badKey(key, "must be "+keyRoot+parts[0]+"/<name>")
 	}
 	switch len(parts) {
@@ -71,10 +100,10 @@ func checkPrefix(prefix string) error {
 		return badKey(prefix, `a collection prefix must end in "/"`)
 	}
 	parts := strings.Split(strings.TrimSuffix(rest, "/"), "/")
-	if len(parts) == 1 && coreResources[parts[0]] {
+	if gr, ok := coreResources[parts[0]]; ok && (len(parts) == 1 || gr.namespaced && len(parts) == 2 && parts[1] != "") {
 		return nil
 	}
-	if len(parts) < 2 || len(parts) > 3 || coreResources[parts[0]] {
+	if len(parts) < 2 || len(parts) > 3 || isGroupless(parts[0]) {
 		return badKey(prefix, "must be "+keyRoot+"<group>/<plural>/[<namespace>/]")
 	}
 	for _, p := range parts {
@@ -88,8 +117,8 @@ func checkPrefix(prefix string) error {
 // prefixResource returns the group and resource a valid prefix names.
 func prefixResource(prefix string) schema.GroupResource {
 	parts := strings.SplitN(strings.TrimPrefix(prefix, keyRoot), "/", 3)
-	if coreResources[parts[0]] {
-		return schema.GroupResource{Resource: parts[0]}
+	if gr, ok := coreResources[parts[0]]; ok {
+		return schema.GroupResource{Group: gr.group, Resource: parts[0]}
 	}
 	if len(parts) < 2 {
 		return schema.GroupResource{}

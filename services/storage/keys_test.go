@@ -18,6 +18,13 @@ func TestParseKey(t *testing.T) {
 		{key: "/registry/namespaces/team-a", gr: "namespaces", name: "team-a"},
 		{key: "/registry/namespaces/team-a/x", bad: true},
 		{key: "/registry/namespaces/", bad: true},
+		// rbac.authorization.k8s.io, kube-apiserver's layout
+		{key: "/registry/roles/team-a/reader", gr: "roles.rbac.authorization.k8s.io", ns: "team-a", name: "reader"},
+		{key: "/registry/rolebindings/team-a/reader", gr: "rolebindings.rbac.authorization.k8s.io", ns: "team-a", name: "reader"},
+		{key: "/registry/clusterroles/admin", gr: "clusterroles.rbac.authorization.k8s.io", name: "admin"},
+		{key: "/registry/clusterrolebindings/admin", gr: "clusterrolebindings.rbac.authorization.k8s.io", name: "admin"},
+		{key: "/registry/roles/reader", bad: true},
+		{key: "/registry/clusterroles/ns/admin", bad: true},
 		{key: "/registry/g/p", bad: true},
 		{key: "/registry/g/p/ns/name/extra", bad: true},
 		{key: "/registry/g/p/", bad: true},
@@ -43,12 +50,12 @@ func TestParseKey(t *testing.T) {
 }
 
 func TestCheckPrefix(t *testing.T) {
-	for _, p := range []string{"/registry/g/p/", "/registry/g/p/ns/", "/registry/namespaces/"} {
+	for _, p := range []string{"/registry/g/p/", "/registry/g/p/ns/", "/registry/namespaces/", "/registry/roles/", "/registry/roles/team-a/", "/registry/clusterrolebindings/"} {
 		if err := checkPrefix(p); err != nil {
 			t.Errorf("%q: %v", p, err)
 		}
 	}
-	for _, p := range []string{"/registry/g/p", "/registry/g/", "/registry/", "/registry/g/p/ns/x/", "/registry//p/", "/registry/namespaces/x/", "/x/g/p/", ""} {
+	for _, p := range []string{"/registry/g/p", "/registry/g/", "/registry/", "/registry/g/p/ns/x/", "/registry//p/", "/registry/namespaces/x/", "/registry/clusterroles/x/", "/registry/roles/a/b/", "/x/g/p/", ""} {
 		if err := checkPrefix(p); !apierrors.IsBadRequest(err) {
 			t.Errorf("%q: want BadRequest, got %v", p, err)
 		}
@@ -58,6 +65,9 @@ func TestCheckPrefix(t *testing.T) {
 	}
 	if gr := prefixResource("/registry/namespaces/"); gr.String() != "namespaces" {
 		t.Errorf("prefixResource of namespaces: %v", gr)
+	}
+	if p := resourcePrefix("/registry/roles/team-a/"); p != "/registry/roles/" {
+		t.Errorf("resourcePrefix of roles: %q", p)
 	}
 	if p := resourcePrefix("/registry/namespaces/"); p != "/registry/namespaces/" {
 		t.Errorf("resourcePrefix of namespaces: %q", p)

@@ -7,9 +7,7 @@ package core
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -190,43 +188,9 @@ func (s *Server) listNamespaces(ctx context.Context, req *gatewayv1.ListRequest)
 		Remaining:       resp.RemainingItemCount,
 	}
 	if out.As == "" {
-		return out.RenderTypedList(APIVersion, ListKind, page, func() ([]byte, error) { return renderList(page) })
+		return out.RenderTypedList(APIVersion, ListKind, page, func() ([]byte, error) { return listing.RenderTypedList(APIVersion, ListKind, page) })
 	}
 	return listing.RespondList(out, rm, APIVersion, ListKind, page, listing.NamespacePrinter)
-}
-
-// renderList renders a NamespaceList as kube-apiserver encodes its typed
-// list: items without apiVersion and kind.
-func renderList(p httpx.ListPage) ([]byte, error) {
-	items := make([]json.RawMessage, 0, len(p.Items))
-	for _, it := range p.Items {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(it, &obj); err != nil {
-			return nil, apierrors.NewInternalError(fmt.Errorf("decode Namespace: %w", err))
-		}
-		delete(obj, "apiVersion")
-		delete(obj, "kind")
-		b, err := json.Marshal(obj)
-		if err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-		items = append(items, b)
-	}
-	list := struct {
-		Kind       string            `json:"kind"`
-		APIVersion string            `json:"apiVersion"`
-		Metadata   metav1.ListMeta   `json:"metadata"`
-		Items      []json.RawMessage `json:"items"`
-	}{
-		Kind: ListKind, APIVersion: APIVersion,
-		Metadata: metav1.ListMeta{
-			ResourceVersion:    strconv.FormatInt(p.ResourceVersion, 10),
-			Continue:           p.ContinueToken,
-			RemainingItemCount: p.Remaining,
-		},
-		Items: items,
-	}
-	return json.Marshal(list)
 }
 
 // Watch streams a watch of the namespaces (or of one, by name) from the

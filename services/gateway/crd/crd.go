@@ -8,10 +8,8 @@ package crd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
@@ -180,47 +178,9 @@ func (s *Server) List(ctx context.Context, namespace string, params listing.Para
 		return listing.ContinueExpired(ctx, err, params.ContinueToken, out)
 	}
 	if out.As == "" {
-		return out.RenderTypedList(APIVersion, ListKind, page, func() ([]byte, error) { return renderCRDList(page) })
+		return out.RenderTypedList(APIVersion, ListKind, page, func() ([]byte, error) { return listing.RenderTypedList(APIVersion, ListKind, page) })
 	}
 	return listing.RespondList(out, rm, APIVersion, ListKind, page, listing.DefaultPrinter)
-}
-
-// renderCRDList renders a CustomResourceDefinitionList as kube-apiserver
-// encodes its typed list: items without apiVersion and kind (the items of
-// a typed list carry no TypeMeta), metadata.continue and
-// remainingItemCount only when set.
-func renderCRDList(p httpx.ListPage) ([]byte, error) {
-	items := make([]json.RawMessage, 0, len(p.Items))
-	for _, it := range p.Items {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(it, &obj); err != nil {
-			return nil, apierrors.NewInternalError(fmt.Errorf("decode CustomResourceDefinition: %w", err))
-		}
-		delete(obj, "apiVersion")
-		delete(obj, "kind")
-		b, err := json.Marshal(obj)
-		if err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-		items = append(items, b)
-	}
-	// the field order of upstream's encoding
-	list := struct {
-		Kind       string            `json:"kind"`
-		APIVersion string            `json:"apiVersion"`
-		Metadata   metav1.ListMeta   `json:"metadata"`
-		Items      []json.RawMessage `json:"items"`
-	}{
-		Kind:       ListKind,
-		APIVersion: APIVersion,
-		Metadata: metav1.ListMeta{
-			ResourceVersion:    strconv.FormatInt(p.ResourceVersion, 10),
-			Continue:           p.ContinueToken,
-			RemainingItemCount: p.Remaining,
-		},
-		Items: items,
-	}
-	return json.Marshal(list)
 }
 
 // Watch streams a watch of the CRDs (or of one, params.Name) from the registry.
@@ -364,5 +324,5 @@ func (s *Server) DeleteCollection(ctx context.Context, namespace string, params 
 		}
 		params.ContinueToken = page.ContinueToken
 	}
-	return out.RenderTypedList(APIVersion, ListKind, all, func() ([]byte, error) { return renderCRDList(all) })
+	return out.RenderTypedList(APIVersion, ListKind, all, func() ([]byte, error) { return listing.RenderTypedList(APIVersion, ListKind, all) })
 }

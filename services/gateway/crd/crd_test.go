@@ -7,6 +7,7 @@ import (
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
+	"github.com/crdplane/crdplane/services/gateway/listing"
 )
 
 // TestRenderCRDList: a CustomResourceDefinitionList as kube-apiserver
@@ -27,7 +28,7 @@ func TestRenderCRDList(t *testing.T) {
 		{httpx.ListPage{Items: [][]byte{item}, ResourceVersion: 9, ContinueToken: "tok", Remaining: &two},
 			`{"kind":"CustomResourceDefinitionList","apiVersion":"apiextensions.k8s.io/v1","metadata":{"resourceVersion":"9","continue":"tok","remainingItemCount":2},"items":[{"metadata":{"name":"a.example.com","resourceVersion":"7"},"spec":{"group":"example.com"},"status":{}}]}`},
 	} {
-		got, err := renderCRDList(tc.page)
+		got, err := listing.RenderTypedList(APIVersion, ListKind, tc.page)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,7 +36,7 @@ func TestRenderCRDList(t *testing.T) {
 			t.Errorf("got  %s\nwant %s", got, tc.want)
 		}
 	}
-	if _, err := renderCRDList(httpx.ListPage{Items: [][]byte{[]byte(`{`)}}); err == nil {
+	if _, err := listing.RenderTypedList(APIVersion, ListKind, httpx.ListPage{Items: [][]byte{[]byte(`{`)}}); err == nil {
 		t.Error("a corrupt item rendered")
 	}
 }

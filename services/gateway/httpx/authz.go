@@ -29,10 +29,11 @@ const (
 	ModeAlwaysAllow = "AlwaysAllow"
 	ModeAlwaysDeny  = "AlwaysDeny"
 	ModeWebhook     = "Webhook"
+	ModeRBAC        = "RBAC"
 )
 
 // AuthzModes are the modes --authorization-mode accepts.
-var AuthzModes = []string{ModeAlwaysAllow, ModeAlwaysDeny, ModeWebhook}
+var AuthzModes = []string{ModeAlwaysAllow, ModeAlwaysDeny, ModeRBAC, ModeWebhook}
 
 // Defaults of kube-apiserver's --authorization-webhook-cache-*-ttl.
 const (
@@ -53,6 +54,10 @@ type AuthzConfig struct {
 	// webhook's allow and deny answers are cached (default 5m, 30s).
 	WebhookAuthorizedTTL   time.Duration
 	WebhookUnauthorizedTTL time.Duration
+	// RBAC is the RBAC authorizer (mode RBAC), built by the caller over
+	// its policy cache; as an authorizer.RuleResolver it also answers
+	// SelfSubjectRulesReviews.
+	RBAC authorizer.UnconditionalAuthorizer
 }
 
 // Authorizer decides whether a request's user may do what it asks, with
@@ -110,6 +115,11 @@ func NewAuthorizer(cfg AuthzConfig) (*Authorizer, error) {
 			add(m, authorizerfactory.NewAlwaysAllowAuthorizer())
 		case ModeAlwaysDeny:
 			add(m, authorizerfactory.NewAlwaysDenyAuthorizer())
+		case ModeRBAC:
+			if cfg.RBAC == nil {
+				return nil, fmt.Errorf("--authorization-mode %s: no RBAC authorizer", ModeRBAC)
+			}
+			add(m, cfg.RBAC)
 		case ModeWebhook:
 			if cfg.WebhookConfigFile == "" {
 				return nil, fmt.Errorf("--authorization-mode %s needs --authorization-webhook-config-file", ModeWebhook)
@@ -265,6 +275,16 @@ func (a *Authorizer) decide(ctx context.Context, attrs authorizer.Attributes) (a
 		}
 	}
 	return authorizer.DecisionNoOpinion, strings.Join(reasons, "\n"), utilerrors.NewAggregate(errs)
+}
+
+// HasMode reports whether mode is configured.
+func (a *Authorizer) HasMode(mode string) bool {
+	for _, az := range a.chain[1:] {
+		if az.mode == mode {
+			return true
+		}
+	}
+	return false
 }
 
 // Modes are the configured modes, in order (printed at startup).

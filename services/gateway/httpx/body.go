@@ -158,7 +158,7 @@ type BodyFor struct {
 func DecodeRequestBody(rm RequestMeta, raw []byte, f BodyFor) (Body, error) {
 	if isProtobuf(rm.ContentType) {
 		req := kubewire.BodyRequest{ContentType: rm.ContentType, Body: raw, Target: f.Target, FieldValidation: metav1.FieldValidationIgnore}
-		if f.Target == TargetCustomResource && f.Kind != nil {
+		if (f.Target == TargetCustomResource || f.Target == TargetRBAC) && f.Kind != nil {
 			kind, err := f.Kind()
 			if err != nil {
 				return Body{}, err

@@ -58,6 +58,8 @@ const (
 	// Namespaces (one, and the collection's LIST and WATCH).
 	TargetNamespace           = kubewire.TargetNamespace
 	TargetNamespaceCollection = kubewire.TargetNamespaceCollection
+	TargetRBAC                = kubewire.TargetRBAC
+	TargetRBACCollection      = kubewire.TargetRBACCollection
 )
 
 func (m RequestMeta) wireRequest() kubewire.Request {

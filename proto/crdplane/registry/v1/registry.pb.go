@@ -478,9 +478,12 @@ func (x *UpdateRequest) GetOptions() *WriteOptions {
 }
 
 type UpdateResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Object        []byte                 `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
-	Warnings      []string               `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Object   []byte                 `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	Warnings []string               `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// created: the update created the object (kinds that allow create on
+	// update: the RBAC kinds); the gateway answers 201.
+	Created       bool `protobuf:"varint,3,opt,name=created,proto3" json:"created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -527,6 +530,13 @@ func (x *UpdateResponse) GetWarnings() []string {
 		return x.Warnings
 	}
 	return nil
+}
+
+func (x *UpdateResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
 }
 
 type PatchRequest struct {
@@ -1111,10 +1121,11 @@ const file_crdplane_registry_v1_registry_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vsubresource\x18\x02 \x01(\tR\vsubresource\x12\x16\n" +
 	"\x06object\x18\x03 \x01(\fR\x06object\x12<\n" +
-	"\aoptions\x18\x04 \x01(\v2\".crdplane.registry.v1.WriteOptionsR\aoptions\"D\n" +
+	"\aoptions\x18\x04 \x01(\v2\".crdplane.registry.v1.WriteOptionsR\aoptions\"^\n" +
 	"\x0eUpdateResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\fR\x06object\x12\x1a\n" +
-	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\xb7\x01\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12\x18\n" +
+	"\acreated\x18\x03 \x01(\bR\acreated\"\xb7\x01\n" +
 	"\fPatchRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vsubresource\x18\x02 \x01(\tR\vsubresource\x12\x1d\n" +

@@ -1,0 +1,481 @@
+// Package rbac serves rbac.authorization.k8s.io/v1 (Roles, ClusterRoles,
+// RoleBindings, ClusterRoleBindings): get, list, watch, create, update,
+// patch (JSON, merge, strategic merge, apply), delete and
+// deletecollection, each delegated to the registry's RBACService, with
+// kube-apiserver's escalation checks on writes (escalate.go). Lists,
+// tables and watches render through the same code as CRDs (packages
+// listing and watch).
+package rbac
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"google.golang.org/genproto/googleapis/api/httpbody"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/crdplane/crdplane/pkg/fielderr"
+	"github.com/crdplane/crdplane/pkg/kstatus"
+	"github.com/crdplane/crdplane/pkg/objsize"
+	"github.com/crdplane/crdplane/pkg/patch"
+	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
+	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
+	"github.com/crdplane/crdplane/services/gateway/listing"
+	"github.com/crdplane/crdplane/services/gateway/rbacauthz"
+	"github.com/crdplane/crdplane/services/gateway/watch"
+)
+
+// Group and Version are the served group version.
+const (
+	Group      = rbacv1.GroupName
+	Version    = "v1"
+	APIVersion = Group + "/" + Version
+)
+
+// kind is one served resource.
+type kind struct {
+	Resource, Kind, ListKind string
+	Namespaced               bool
+	Printer                  func() *listing.TablePrinter
+}
+
+var kinds = map[string]kind{
+	"roles":               {"roles", "Role", "RoleList", true, listing.RolePrinter},
+	"clusterroles":        {"clusterroles", "ClusterRole", "ClusterRoleList", false, listing.RolePrinter},
+	"rolebindings":        {"rolebindings", "RoleBinding", "RoleBindingList", true, listing.RoleBindingPrinter},
+	"clusterrolebindings": {"clusterrolebindings", "ClusterRoleBinding", "ClusterRoleBindingList", false, listing.ClusterRoleBindingPrinter},
+}
+
+// IsRBAC reports whether a request's group is rbac.authorization.k8s.io.
+func IsRBAC(group string) bool { return group == Group }
+
+// KindOf is the kind of a served resource ("" for another).
+func KindOf(resource string) string { return kinds[resource].Kind }
+
+// Config is what a Server needs.
+type Config struct {
+	// RBAC serves the objects (the registry).
+	RBAC registryv1.RBACServiceClient
+	// MinRequestTimeout is the watch timeout's base.
+	MinRequestTimeout time.Duration
+	// Authorizer is the request authorizers' chain, asked for the
+	// escalate and bind verbs.
+	Authorizer authorizer.UnconditionalAuthorizer
+	// Policy is the RBAC policy the escalation checks compare a write
+	// with (the gateway's RBAC cache).
+	Policy func() *rbacauthz.Policy
+}
+
+// Server serves the RBAC resources. Errors are Kubernetes Status errors.
+type Server struct {
+	rbac              registryv1.RBACServiceClient
+	minRequestTimeout time.Duration
+	authz             authorizer.UnconditionalAuthorizer
+	policy            func() *rbacauthz.Policy
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) *Server {
+	return &Server{rbac: cfg.RBAC, minRequestTimeout: cfg.MinRequestTimeout, authz: cfg.Authorizer, policy: cfg.Policy}
+}
+
+// resolve checks the path (version v1, a served resource, its scope, no
+// subresource) and returns the kind and the registry's target.
+func resolve(version, resource, namespace, sub string, collection bool) (kind, *registryv1.RBACTarget, error) {
+	k, ok := kinds[resource]
+	if version != Version || !ok || sub != "" || (!k.Namespaced && namespace != "") {
+		return kind{}, nil, httpx.ErrNotFound()
+	}
+	if k.Namespaced && namespace == "" && !collection {
+		return kind{}, nil, httpx.ErrNotFound()
+	}
+	return k, &registryv1.RBACTarget{Resource: resource, Namespace: namespace}, nil
+}
+
+func writeOptions(ctx context.Context, dryRun []string, fieldManager, fieldValidation string) *registryv1.WriteOptions {
+	return &registryv1.WriteOptions{
+		DryRun: len(dryRun) > 0, FieldManager: fieldManager, FieldValidation: fieldValidation,
+		UserAgent: httpx.RequestMetaFrom(ctx).UserAgent,
+	}
+}
+
+// checkFieldSelector is the typed API's field label conversion:
+// metadata.name and metadata.namespace only.
+func checkFieldSelector(sel fields.Selector) error {
+	if sel == nil {
+		return nil
+	}
+	for _, req := range sel.Requirements() {
+		if req.Field != "metadata.name" && req.Field != "metadata.namespace" {
+			return apierrors.NewBadRequest(fmt.Sprintf("%q is not a known field selector: only %q, %q", req.Field, "metadata.name", "metadata.namespace"))
+		}
+	}
+	return nil
+}
+
+// Get serves GET of one object.
+func (s *Server) Get(ctx context.Context, req *gatewayv1.GetRequest) (*httpbody.HttpBody, error) {
+	k, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), req.GetSubresource(), false)
+	if err != nil {
+		return nil, err
+	}
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.NegotiateOutput(rm, httpx.TargetRBAC)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.rbac.Get(ctx, &registryv1.RBACServiceGetRequest{Target: t, Request: &registryv1.GetRequest{Name: req.GetName()}})
+	if err != nil {
+		return nil, err
+	}
+	if out.As == httpx.AsPartialObjectMetadataList {
+		return nil, listing.ErrNotAcceptableConversion(fmt.Sprintf("you requested PartialObjectMetadataList, but the requested object is not a list (*rbac.%s)", k.Kind))
+	}
+	return listing.RespondObject(out, rm, resp.GetObject(), k.Printer)
+}
+
+func (s *Server) list(ctx context.Context, t *registryv1.RBACTarget, params listing.Params) (httpx.ListPage, error) {
+	opts, err := listing.ParseOptions(params)
+	if err != nil {
+		return httpx.ListPage{}, err
+	}
+	if err := checkFieldSelector(opts.FieldSelector); err != nil {
+		return httpx.ListPage{}, err
+	}
+	lo, minRV, err := listing.StorageOptions(opts, nil)
+	if err != nil {
+		return httpx.ListPage{}, err
+	}
+	resp, err := s.rbac.List(ctx, &registryv1.RBACServiceListRequest{Target: t, Request: &registryv1.ListRequest{Options: lo}})
+	if err != nil {
+		return httpx.ListPage{}, err
+	}
+	if resp.GetResourceVersion() < minRV {
+		return httpx.ListPage{}, listing.ErrTooLargeRV(opts.ResourceVersion, resp.GetResourceVersion(), 1)
+	}
+	return httpx.ListPage{Items: resp.GetObjects(), ResourceVersion: resp.GetResourceVersion(), ContinueToken: resp.GetContinueToken(), Remaining: resp.RemainingItemCount}, nil
+}
+
+// List serves GET of a collection (in a namespace, or all).
+func (s *Server) List(ctx context.Context, req *gatewayv1.ListRequest, params listing.Params) (*httpbody.HttpBody, error) {
+	k, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), "", true)
+	if err != nil {
+		return nil, err
+	}
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.NegotiateOutput(rm, httpx.TargetRBACCollection)
+	if err != nil {
+		return nil, err
+	}
+	page, err := s.list(ctx, t, params)
+	if err != nil {
+		return listing.ContinueExpired(ctx, err, params.ContinueToken, out)
+	}
+	if out.As == "" {
+		return out.RenderTypedList(APIVersion, k.ListKind, page, func() ([]byte, error) { return listing.RenderTypedList(APIVersion, k.ListKind, page) })
+	}
+	return listing.RespondList(out, rm, APIVersion, k.ListKind, page, k.Printer)
+}
+
+// Watch streams a watch of a collection (or of one object, params.Name).
+func (s *Server) Watch(ctx context.Context, req *gatewayv1.WatchRequest, params listing.Params, stream gatewayv1.KubeAPIService_WatchServer) error {
+	k, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), "", true)
+	if err != nil {
+		return err
+	}
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.NegotiateWatch(rm, httpx.TargetRBACCollection)
+	if err != nil {
+		return err
+	}
+	opts, err := listing.ParseOptions(params)
+	if err != nil {
+		return err
+	}
+	if err := checkFieldSelector(opts.FieldSelector); err != nil {
+		return err
+	}
+	return watch.ServeRegistry(ctx, stream, watch.RegistryKind{APIVersion: APIVersion, Kind: k.Kind, Printer: k.Printer, MinRequestTimeout: s.minRequestTimeout},
+		opts, params.Name, out, rm, func(ctx context.Context, wr *registryv1.WatchRequest) (func() (watch.Event, error), error) {
+			backend, err := s.rbac.Watch(ctx, &registryv1.RBACServiceWatchRequest{Target: t, Request: wr})
+			if err != nil {
+				return nil, err
+			}
+			return func() (watch.Event, error) { return backend.Recv() }, nil
+		})
+}
+
+// decodeBody reads a create or update body (JSON, YAML or protobuf) as
+// the object's JSON.
+func decodeBody(rm httpx.RequestMeta, raw []byte, k kind) ([]byte, error) {
+	body, err := httpx.DecodeRequestBody(rm, raw, httpx.BodyFor{Target: httpx.TargetRBAC, Group: Group, Version: Version,
+		Kind: func() (string, error) { return k.Kind, nil }})
+	if err != nil {
+		return nil, err
+	}
+	if body.ConvErr != nil {
+		return nil, body.YAMLError()
+	}
+	if err := objsize.Check(len(body.JSON)); err != nil {
+		return nil, err
+	}
+	return body.JSON, nil
+}
+
+// Create serves POST of an object.
+func (s *Server) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*httpbody.HttpBody, error) {
+	k, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), "", false)
+	if err != nil {
+		return nil, err
+	}
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.WriteOutput(rm, httpx.TargetRBAC)
+	if err != nil {
+		return nil, err
+	}
+	opts := &metav1.CreateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
+	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
+		return nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs)
+	}
+	body, err := decodeBody(rm, req.GetBody().GetData(), k)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkEscalation(ctx, k, req.GetNamespace(), body); err != nil {
+		return nil, err
+	}
+	resp, err := s.rbac.Create(ctx, &registryv1.RBACServiceCreateRequest{Target: t, Request: &registryv1.CreateRequest{
+		Object: body, Options: writeOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)}})
+	if err != nil {
+		return nil, err
+	}
+	httpx.AddWarnings(ctx, resp.GetWarnings()...)
+	httpx.SetHTTPCode(ctx, http.StatusCreated)
+	return out.Render(resp.GetObject())
+}
+
+// Update serves PUT of an object (creating it when missing, as
+// upstream's RBAC strategies allow).
+func (s *Server) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*httpbody.HttpBody, error) {
+	k, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), req.GetSubresource(), false)
+	if err != nil {
+		return nil, err
+	}
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.WriteOutput(rm, httpx.TargetRBAC)
+	if err != nil {
+		return nil, err
+	}
+	opts := &metav1.UpdateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
+	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
+		return nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs)
+	}
+	body, err := decodeBody(rm, req.GetBody().GetData(), k)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkEscalation(ctx, k, req.GetNamespace(), body); err != nil {
+		return nil, err
+	}
+	resp, err := s.rbac.Update(ctx, &registryv1.RBACServiceUpdateRequest{Target: t, Request: &registryv1.UpdateRequest{
+		Name: req.GetName(), Object: body, Options: writeOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)}})
+	if err != nil {
+		return nil, err
+	}
+	httpx.AddWarnings(ctx, resp.GetWarnings()...)
+	if resp.GetCreated() {
+		httpx.SetHTTPCode(ctx, http.StatusCreated)
+	}
+	return out.Render(resp.GetObject())
+}
+
+// patchTypeAllowed reports whether kube-apiserver's PATCH route of a
+// built-in kind consumes pt.
+func patchTypeAllowed(pt string) bool {
+	switch pt {
+	case patch.JSONPatch, patch.MergePatch, patch.StrategicMerge, patch.ApplyYAML:
+		return true
+	}
+	return false
+}
+
+// Patch serves PATCH of an object. A caller the escalation checks apply
+// to has the patch run dry first, and the result checked, before it is
+// written.
+func (s *Server) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpbody.HttpBody, error) {
+	k, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), req.GetSubresource(), false)
+	if err != nil {
+		return nil, err
+	}
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.WriteOutput(rm, httpx.TargetRBAC)
+	if err != nil {
+		return nil, err
+	}
+	pt := patch.Type(rm.ContentType)
+	if !patchTypeAllowed(pt) {
+		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "", "415: Unsupported Media Type", 0, false)
+	}
+	opts := &metav1.PatchOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
+	if req.GetForce() {
+		force := true
+		opts.Force = &force
+	}
+	if errs := metav1validation.ValidatePatchOptions(opts, types.PatchType(pt)); len(errs) > 0 {
+		return nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs)
+	}
+	wo := writeOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)
+	wo.Force = req.GetForce()
+	preq := &registryv1.PatchRequest{Name: req.GetName(), PatchType: pt, Patch: req.GetBody().GetData(), Options: wo}
+	if s.escalationApplies(ctx) {
+		dry := &registryv1.PatchRequest{Name: preq.Name, PatchType: pt, Patch: preq.Patch, Options: &registryv1.WriteOptions{
+			DryRun: true, FieldManager: wo.FieldManager, FieldValidation: wo.FieldValidation, Force: wo.Force, UserAgent: wo.UserAgent}}
+		resp, err := s.rbac.Patch(ctx, &registryv1.RBACServicePatchRequest{Target: t, Request: dry})
+		if err != nil {
+			return nil, err
+		}
+		if err := s.checkEscalation(ctx, k, req.GetNamespace(), resp.GetObject()); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := s.rbac.Patch(ctx, &registryv1.RBACServicePatchRequest{Target: t, Request: preq})
+	if err != nil {
+		return nil, err
+	}
+	httpx.AddWarnings(ctx, resp.GetWarnings()...)
+	if resp.GetCreated() {
+		httpx.SetHTTPCode(ctx, http.StatusCreated)
+	}
+	return out.Render(resp.GetObject())
+}
+
+// Delete serves DELETE of an object.
+func (s *Server) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*httpbody.HttpBody, error) {
+	_, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), "", false)
+	if err != nil {
+		return nil, err
+	}
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.WriteOutput(rm, httpx.TargetRBAC)
+	if err != nil {
+		return nil, err
+	}
+	body, err := httpx.DecodeDeleteBody(rm, req.GetBody().GetData())
+	if err != nil {
+		return nil, err
+	}
+	opts, err := deleteOptions(body, rm.Query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.delete(ctx, t, req.GetName(), opts)
+	if err != nil {
+		return nil, err
+	}
+	return out.Render(resp)
+}
+
+func (s *Server) delete(ctx context.Context, t *registryv1.RBACTarget, name string, opts *metav1.DeleteOptions) ([]byte, error) {
+	dreq := &registryv1.DeleteRequest{Name: name, DryRun: len(opts.DryRun) > 0}
+	if p := opts.Preconditions; p != nil {
+		if p.UID != nil {
+			dreq.PreconditionUid = string(*p.UID)
+		}
+		if p.ResourceVersion != nil {
+			dreq.PreconditionResourceVersion = *p.ResourceVersion
+		}
+	}
+	resp, err := s.rbac.Delete(ctx, &registryv1.RBACServiceDeleteRequest{Target: t, Request: dreq})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetObject(), nil
+}
+
+// DeleteCollection deletes the objects a list selects and answers the
+// list of those deleted.
+func (s *Server) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCollectionRequest) (*httpbody.HttpBody, error) {
+	k, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), "", true)
+	if err != nil {
+		return nil, err
+	}
+	rm := httpx.RequestMetaFrom(ctx)
+	out, err := httpx.WriteOutput(rm, httpx.TargetRBACCollection)
+	if err != nil {
+		return nil, err
+	}
+	body, err := httpx.DecodeDeleteBody(rm, req.GetBody().GetData())
+	if err != nil {
+		return nil, err
+	}
+	opts, err := deleteOptions(body, rm.Query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
+	if err != nil {
+		return nil, err
+	}
+	params := listing.Params{LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector()}
+	var all httpx.ListPage
+	for {
+		page, err := s.list(ctx, t, params)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range page.Items {
+			name, ns := listing.ItemNameNamespace(it)
+			if _, err := s.delete(ctx, &registryv1.RBACTarget{Resource: t.GetResource(), Namespace: ns}, name, opts); err != nil {
+				if kstatus.FromError(err).Code == http.StatusNotFound {
+					continue
+				}
+				return nil, fmt.Errorf("delete %s %s: %w", k.Kind, name, err)
+			}
+		}
+		all.Items = append(all.Items, page.Items...)
+		all.ResourceVersion = page.ResourceVersion
+		if page.ContinueToken == "" {
+			break
+		}
+		params.ContinueToken = page.ContinueToken
+	}
+	return out.RenderTypedList(APIVersion, k.ListKind, all, func() ([]byte, error) { return listing.RenderTypedList(APIVersion, k.ListKind, all) })
+}
+
+// deleteOptions reads DeleteOptions from the body, else from the query,
+// and validates them as kube-apiserver does.
+func deleteOptions(body []byte, query url.Values, dryRun []string, grace *int64, propagation string) (*metav1.DeleteOptions, error) {
+	opts := &metav1.DeleteOptions{}
+	if len(body) > 0 {
+		if err := utiljson.Unmarshal(body, opts); err != nil {
+			return nil, listing.PlainError(err)
+		}
+	} else {
+		opts.DryRun = dryRun
+		opts.GracePeriodSeconds = grace
+		if propagation != "" {
+			pp := metav1.DeletionPropagation(propagation)
+			opts.PropagationPolicy = &pp
+		}
+		if v := query.Get("orphanDependents"); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+			opts.OrphanDependents = &b //nolint:staticcheck // upstream still honours it
+		}
+	}
+	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {
+		return nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
+	}
+	return opts, nil
+}
