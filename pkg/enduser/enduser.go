@@ -7,6 +7,7 @@ package enduser
 
 import (
 	"context"
+	"log/slog"
 	"net/url"
 	"strings"
 
@@ -125,4 +126,17 @@ func annotate(ctx context.Context) {
 	if u := FromIncomingContext(ctx); !u.Empty() {
 		span.SetAttributes(SpanAttributes(u)...)
 	}
+}
+
+// LogAttr is u as a log attribute: a group "user" with its name, uid and
+// groups.
+func LogAttr(u User) slog.Attr {
+	attrs := []any{slog.String("name", u.Name)}
+	if u.UID != "" {
+		attrs = append(attrs, slog.String("uid", u.UID))
+	}
+	if len(u.Groups) > 0 {
+		attrs = append(attrs, slog.Any("groups", u.Groups))
+	}
+	return slog.Group("user", attrs...)
 }
