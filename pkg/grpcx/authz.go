@@ -106,7 +106,14 @@ func (a *Authorizer) Authorize(ctx context.Context, method string) (context.Cont
 
 // UnaryInterceptor refuses the unary calls Authorize refuses.
 func (a *Authorizer) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	ctx, err := a.Authorize(ctx, info.FullMethod)
+	// The method the call names on the wire: a handler's info may name
+	// another (a service registered under a second name keeps its
+	// generated handlers' FullMethod).
+	method := info.FullMethod
+	if m, ok := grpc.Method(ctx); ok {
+		method = m
+	}
+	ctx, err := a.Authorize(ctx, method)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +122,11 @@ func (a *Authorizer) UnaryInterceptor(ctx context.Context, req any, info *grpc.U
 
 // StreamInterceptor refuses the streams Authorize refuses.
 func (a *Authorizer) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	ctx, err := a.Authorize(ss.Context(), info.FullMethod)
+	method := info.FullMethod
+	if m, ok := grpc.MethodFromServerStream(ss); ok {
+		method = m
+	}
+	ctx, err := a.Authorize(ss.Context(), method)
 	if err != nil {
 		return err
 	}

@@ -65,6 +65,10 @@ type Config struct {
 	Validity time.Duration
 	// Now is the issue time (default time.Now).
 	Now func() time.Time
+	// Chown, when set, gives every file written to UID:GID (an init
+	// container running as root preparing files for the services' user).
+	Chown    bool
+	UID, GID int
 }
 
 // renewBefore: a kept certificate this close to its expiry is reissued.
@@ -90,7 +94,7 @@ func Generate(cfg Config) error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	ca, caKey, caPEM, err := loadOrCreateCA(filepath.Join(cfg.Dir, "ca"), cfg.Now())
+	ca, caKey, caPEM, err := loadOrCreateCA(cfg, filepath.Join(cfg.Dir, "ca"), cfg.Now())
 	if err != nil {
 		return err
 	}
@@ -120,7 +124,7 @@ func Hosts(service, namespace string, extra []string) []string {
 	return h
 }
 
-func loadOrCreateCA(dir string, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, []byte, error) {
+func loadOrCreateCA(cfg Config, dir string, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, []byte, error) {
 	certFile, keyFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
 	if pair, err := tls.LoadX509KeyPair(certFile, keyFile); err == nil {
 		key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
@@ -157,7 +161,7 @@ func loadOrCreateCA(dir string, now time.Time) (*x509.Certificate, *ecdsa.Privat
 		return nil, nil, nil, fmt.Errorf("pki: %w", err)
 	}
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := writeFiles(dir, map[string][]byte{"ca.crt": certPEM, "ca.key": keyPEM(key)}); err != nil {
+	if err := writeFiles(cfg, dir, map[string][]byte{"ca.crt": certPEM, "ca.key": keyPEM(key)}); err != nil {
 		return nil, nil, nil, err
 	}
 	return cert, key, certPEM, nil
@@ -169,7 +173,7 @@ func issue(cfg Config, svc string, ca *x509.Certificate, caKey *ecdsa.PrivateKey
 	now := cfg.Now()
 	if keep(dir, ca, hosts, now) {
 		// The CA file beside it may be older than a reissued CA's: rewrite.
-		return writeFiles(dir, map[string][]byte{"ca.crt": caPEM})
+		return writeFiles(cfg, dir, map[string][]byte{"ca.crt": caPEM})
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -197,7 +201,7 @@ func issue(cfg Config, svc string, ca *x509.Certificate, caKey *ecdsa.PrivateKey
 	if err != nil {
 		return err
 	}
-	return writeFiles(dir, map[string][]byte{
+	return writeFiles(cfg, dir, map[string][]byte{
 		"ca.crt":  caPEM,
 		"tls.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		"tls.key": keyPEM(key),
@@ -241,9 +245,14 @@ func serial() *big.Int {
 
 // writeFiles writes files into dir (created 0700), each 0600 through a
 // temporary file and a rename, so a reader never sees half a key.
-func writeFiles(dir string, files map[string][]byte) error {
+func writeFiles(cfg Config, dir string, files map[string][]byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("pki: %w", err)
+	}
+	if cfg.Chown {
+		if err := os.Chown(dir, cfg.UID, cfg.GID); err != nil {
+			return fmt.Errorf("pki: %w", err)
+		}
 	}
 	for name, b := range files {
 		tmp, err := os.CreateTemp(dir, "."+name+"-*")
@@ -252,7 +261,11 @@ func writeFiles(dir string, files map[string][]byte) error {
 		}
 		_, werr := tmp.Write(b)
 		cerr := tmp.Close()
-		if err := errors.Join(werr, cerr); err != nil {
+		var oerr error
+		if cfg.Chown {
+			oerr = os.Chown(tmp.Name(), cfg.UID, cfg.GID)
+		}
+		if err := errors.Join(werr, cerr, oerr); err != nil {
 			_ = os.Remove(tmp.Name())
 			return fmt.Errorf("pki: %w", err)
 		}
