@@ -1,8 +1,9 @@
 // Package enduser carries the user a request was authenticated as (by the
 // gateway, the only service clients reach) from the gateway to the
 // services it calls, in gRPC metadata, so that their traces and logs name
-// the user. It is information, not a credential: the services trust the
-// gateway on their private network and do not authorize with it.
+// the user. It is information, not a credential: the services do not
+// authorize with it. Over internal mutual TLS (package grpcx) a server
+// reads it only from callers its allow-list admitted, after the check.
 package enduser
 
 import (
