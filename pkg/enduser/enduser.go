@@ -141,3 +141,28 @@ func LogAttr(u User) slog.Attr {
 	}
 	return slog.Group("user", attrs...)
 }
+
+// Propagate returns ctx whose outgoing calls carry the user of its
+// incoming call, when it has one and ctx sets no user of its own: a
+// service calling another while serving a user's request passes the user
+// on (package grpcx does it on every connection).
+func Propagate(ctx context.Context) context.Context {
+	names := metadata.ValueFromIncomingContext(ctx, KeyName)
+	if len(names) == 0 {
+		return ctx
+	}
+	if out, ok := metadata.FromOutgoingContext(ctx); ok && len(out.Get(KeyName)) > 0 {
+		return ctx
+	}
+	return NewOutgoingContext(ctx, FromIncomingContext(ctx))
+}
+
+// UnaryClientInterceptor passes the incoming call's user on (Propagate).
+func UnaryClientInterceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return invoker(Propagate(ctx), method, req, reply, cc, opts...)
+}
+
+// StreamClientInterceptor passes the incoming call's user on (Propagate).
+func StreamClientInterceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return streamer(Propagate(ctx), desc, cc, method, opts...)
+}

@@ -156,6 +156,9 @@ func Dial(target string, opts ...grpc.DialOption) (Conn, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxResponseMessageSize), grpc.MaxCallSendMsgSize(MaxRequestMessageSize)),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
 		grpc.WithConnectParams(connectParams),
+		// The user of the call being served goes on to the calls it makes.
+		grpc.WithChainUnaryInterceptor(enduser.UnaryClientInterceptor),
+		grpc.WithChainStreamInterceptor(enduser.StreamClientInterceptor),
 	}
 	if name, ok := strings.CutPrefix(target, inprocScheme); ok {
 		// Nothing crosses a network in one process: no TLS.

@@ -326,3 +326,49 @@ func BenchmarkUnaryTLS(b *testing.B) {
 		})
 	}
 }
+
+// TestUserPropagates: a service calling another while serving a user's
+// call passes the user on (grpcx.Dial's interceptor), over mutual TLS:
+// gateway → registry → storage, and storage sees the registry as caller
+// and alice as user.
+func TestUserPropagates(t *testing.T) {
+	dir := genPKI(t, "storage", "registry", "gateway")
+	seenc := make(chan seen, 1)
+	storage := serve(t, loadTLS(t, dir, "storage"), seenc)
+	toStorage, err := grpcx.Dial(storage, grpc.WithTransportCredentials(loadTLS(t, dir, "registry").ClientCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = toStorage.Close() }()
+	registry := grpcx.NewServerWith(grpcx.ServerConfig{Service: "registry", TLS: loadTLS(t, dir, "registry"), AllowedCallers: []string{"gateway"}})
+	registry.RegisterService(&grpc.ServiceDesc{
+		ServiceName: "crdplane.test.Echo",
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{
+			MethodName: "Check",
+			Handler: func(_ any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+				in := new(healthpb.HealthCheckRequest)
+				if err := dec(in); err != nil {
+					return nil, err
+				}
+				return interceptor(ctx, in, &grpc.UnaryServerInfo{FullMethod: echoMethod}, func(ctx context.Context, req any) (any, error) {
+					out := new(healthpb.HealthCheckResponse)
+					return out, toStorage.Invoke(ctx, echoMethod, req, out)
+				})
+			},
+		}},
+	}, struct{}{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = registry.Serve(lis) }()
+	defer registry.Stop()
+	ctx := enduser.NewOutgoingContext(context.Background(), enduser.User{Name: "alice", Groups: []string{"devs"}})
+	if err := call(t, lis.Addr().String(), loadTLS(t, dir, "gateway").ClientCredentials(), echoMethod, ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-seenc; got.caller != "registry" || got.user.Name != "alice" || len(got.user.Groups) != 1 {
+		t.Fatalf("storage saw %+v", got)
+	}
+}
