@@ -96,7 +96,7 @@ func (a *Authorizer) Authorize(ctx context.Context, method string) (context.Cont
 	}
 	if !slices.Contains(a.allowed, id) {
 		a.log.Warn("refused a gRPC call from a caller not allowed", "caller", id, "method", method, "allowed", a.allowed)
-		return nil, status.Errorf(codes.PermissionDenied, "%s does not answer %s: %s is not among its allowed callers (%s)", a.service, id, method, strings.Join(a.allowed, ", "))
+		return nil, status.Errorf(codes.PermissionDenied, "%s does not answer %s (calling %s): %s is not among its allowed callers (%s)", a.service, id, method, id, strings.Join(a.allowed, ", "))
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(attribute.String("crdplane.caller", id))
