@@ -102,9 +102,13 @@ func unescape(s string) string {
 }
 
 // SpanAttributes are the attributes naming u on a span (OpenTelemetry's
-// enduser.id, and the groups).
+// enduser.id, the groups and, when it has one, the uid).
 func SpanAttributes(u User) []attribute.KeyValue {
-	return []attribute.KeyValue{attribute.String("enduser.id", u.Name), attribute.StringSlice("crdplane.user.groups", u.Groups)}
+	attrs := []attribute.KeyValue{attribute.String("enduser.id", u.Name), attribute.StringSlice("crdplane.user.groups", u.Groups)}
+	if u.UID != "" {
+		attrs = append(attrs, attribute.String("crdplane.user.uid", u.UID))
+	}
+	return attrs
 }
 
 // UnaryServerInterceptor names the calling user on the call's span.
