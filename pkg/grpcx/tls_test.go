@@ -257,7 +257,7 @@ func TestMutualTLS(t *testing.T) {
 			}
 			attrs := map[string]string{}
 			for _, kv := range s.Attributes() {
-				attrs[string(kv.Key)] = kv.Value.Emit()
+				attrs[string(kv.Key)] = kv.Value.String()
 			}
 			if attrs["enduser.id"] == "alice" && attrs["crdplane.caller"] == "gateway" {
 				found = true
