@@ -161,6 +161,11 @@ func (b Binary) Run(args []string) error {
 		if internalTLS, err = grpcx.LoadTLS(pf.tls); err != nil {
 			return err
 		}
+		// Another service's certificate would make this one call as that
+		// service: a mounting mistake, refused.
+		if id := internalTLS.Identity(); id != b.Name {
+			return fmt.Errorf("internal TLS: --%s %s names the service %q (URI SAN %s<service>), not %q", FlagTLSCert, pf.tls.CertFile, id, grpcx.IdentityPrefix, b.Name)
+		}
 		slog.Info("internal gRPC over mutual TLS", "service", b.Name, "identity", grpcx.IdentityPrefix+b.Name, "allowed_callers", pf.allowedCallers)
 	} else {
 		slog.Warn("internal gRPC is PLAINTEXT: no --"+FlagTLSCert+"/--"+FlagTLSKey+"/--"+FlagTLSCA+"; calls are neither encrypted nor authenticated, and anyone who reaches the gRPC port may call it", "service", b.Name)

@@ -124,6 +124,17 @@ func TestBinaryTLSFlags(t *testing.T) {
 	if err := b.Run([]string{"--check-flags", "--" + FlagTLSCert + "=a", "--" + FlagTLSKey + "=b", "--" + FlagTLSCA + "=c"}); err != nil {
 		t.Fatal(err)
 	}
+	// Another service's certificate is refused at start.
+	dir := t.TempDir()
+	if err := pki.Generate(pki.Config{Dir: dir, Services: []string{"gateway"}}); err != nil {
+		t.Fatal(err)
+	}
+	d := filepath.Join(dir, "gateway")
+	b.New = func(context.Context) (Service, error) { t.Fatal("built with another service's certificate"); return nil, nil }
+	err := b.Run([]string{"--http-listen=", "--" + FlagTLSCert + "=" + filepath.Join(d, "tls.crt"), "--" + FlagTLSKey + "=" + filepath.Join(d, "tls.key"), "--" + FlagTLSCA + "=" + filepath.Join(d, "ca.crt")})
+	if err == nil || !strings.Contains(err.Error(), `names the service "gateway"`) {
+		t.Fatalf("storage with the gateway's certificate: %v", err)
+	}
 	gw := Binary{Name: "gateway"}
 	if gw.FlagSet().Lookup(FlagAllowedCallers) != nil || gw.FlagSet().Lookup(FlagTLSCert) == nil {
 		t.Fatal("a runner (no gRPC server) has the client TLS flags, not the allow-list")

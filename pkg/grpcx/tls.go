@@ -55,6 +55,16 @@ func LoadTLS(f TLSFiles) (*TLS, error) {
 	return &TLS{roots: roots, pair: kp}, nil
 }
 
+// Identity is the service the certificate names (Identity of its leaf; ""
+// when it names none).
+func (t *TLS) Identity() string {
+	c, err := t.pair.get()
+	if err != nil || c.Leaf == nil {
+		return ""
+	}
+	return Identity(c.Leaf)
+}
+
 // ServerConfig is the tls.Config of a gRPC server: a client certificate is
 // verified against the CA when presented. One that is not presented lets
 // the handshake finish, so that the call can be refused with a status that
