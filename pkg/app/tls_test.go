@@ -130,7 +130,10 @@ func TestBinaryTLSFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := filepath.Join(dir, "gateway")
-	b.New = func(context.Context) (Service, error) { t.Fatal("built with another service's certificate"); return nil, nil }
+	b.New = func(context.Context) (Service, error) {
+		t.Fatal("built with another service's certificate")
+		return nil, nil
+	}
 	err := b.Run([]string{"--http-listen=", "--" + FlagTLSCert + "=" + filepath.Join(d, "tls.crt"), "--" + FlagTLSKey + "=" + filepath.Join(d, "tls.key"), "--" + FlagTLSCA + "=" + filepath.Join(d, "ca.crt")})
 	if err == nil || !strings.Contains(err.Error(), `names the service "gateway"`) {
 		t.Fatalf("storage with the gateway's certificate: %v", err)
