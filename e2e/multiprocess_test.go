@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	internalpki "github.com/crdplane/crdplane/pkg/grpcx/pki"
 	"github.com/crdplane/crdplane/services/gateway/localpki"
 )
 
@@ -89,17 +90,27 @@ func waitHTTP(t *testing.T, url string) {
 }
 
 // TestSeparateProcesses runs each service as its own process, wired by
-// flags over loopback gRPC, and drives the gateway with kubectl.
+// flags over loopback gRPC with internal mutual TLS (each with its own
+// certificate, the default allow-lists), and drives the gateway with
+// kubectl.
 func TestSeparateProcesses(t *testing.T) {
 	dir := t.TempDir()
+	internal := filepath.Join(dir, "internal")
+	if err := internalpki.Generate(internalpki.Config{Dir: internal}); err != nil {
+		t.Fatal(err)
+	}
+	mtls := func(service string, args ...string) []string {
+		d := filepath.Join(internal, service)
+		return append(args, "--grpc-tls-cert-file", filepath.Join(d, "tls.crt"), "--grpc-tls-key-file", filepath.Join(d, "tls.key"), "--grpc-tls-ca-file", filepath.Join(d, "ca.crt"))
+	}
 	storageAddr, registryAddr, validatorAddr, converterAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	health := map[string]string{"storage": freeAddr(t), "registry": freeAddr(t), "validator": freeAddr(t), "converter": freeAddr(t)}
 	gatewayAddr := freeAddr(t)
 
-	startProcess(t, "storage", "--grpc-listen", storageAddr, "--http-listen", health["storage"], "--data-dir", filepath.Join(dir, "etcd"))
-	startProcess(t, "registry", "--grpc-listen", registryAddr, "--http-listen", health["registry"], "--storage-addr", storageAddr, "--validator-addr", validatorAddr)
-	startProcess(t, "validator", "--grpc-listen", validatorAddr, "--http-listen", health["validator"], "--registry-addr", registryAddr, "--converter-addr", converterAddr)
-	startProcess(t, "converter", "--grpc-listen", converterAddr, "--http-listen", health["converter"], "--registry-addr", registryAddr)
+	startProcess(t, "storage", mtls("storage", "--grpc-listen", storageAddr, "--http-listen", health["storage"], "--data-dir", filepath.Join(dir, "etcd"))...)
+	startProcess(t, "registry", mtls("registry", "--grpc-listen", registryAddr, "--http-listen", health["registry"], "--storage-addr", storageAddr, "--validator-addr", validatorAddr)...)
+	startProcess(t, "validator", mtls("validator", "--grpc-listen", validatorAddr, "--http-listen", health["validator"], "--registry-addr", registryAddr, "--converter-addr", converterAddr)...)
+	startProcess(t, "converter", mtls("converter", "--grpc-listen", converterAddr, "--http-listen", health["converter"], "--registry-addr", registryAddr)...)
 	for name, addr := range health {
 		waitHTTP(t, "http://"+addr+"/readyz")
 		t.Logf("%s ready", name)
@@ -116,8 +127,8 @@ func TestSeparateProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startProcess(t, "gateway", "--listen", gatewayAddr, "--registry-addr", registryAddr, "--validator-addr", validatorAddr,
-		"--converter-addr", converterAddr, "--storage-addr", storageAddr, "--tls-cert-file", certFile, "--tls-key-file", keyFile, "--token-file", tokenFile)
+	startProcess(t, "gateway", mtls("gateway", "--listen", gatewayAddr, "--registry-addr", registryAddr, "--validator-addr", validatorAddr,
+		"--converter-addr", converterAddr, "--storage-addr", storageAddr, "--tls-cert-file", certFile, "--tls-key-file", keyFile, "--token-file", tokenFile)...)
 
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://" + gatewayAddr, CertificateAuthorityData: pki.CACertPEM}

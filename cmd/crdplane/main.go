@@ -39,18 +39,35 @@ Usage:
                           run one service (gateway, registry, validator,
                           converter or storage) with the flags of its binary,
                           dialing the others at the addresses they give
+  crdplane internal-pki [--dir .run/etcd/pki/internal] [--hosts ...]
+                          write an internal CA and a certificate for each
+                          service, for --target=<service> over mutual TLS
+                          (--grpc-tls-cert-file, --grpc-tls-key-file,
+                          --grpc-tls-ca-file, --grpc-allowed-callers)
   crdplane migrate-storage --kubeconfig <path> [--crd <name>]
                           rewrite stored objects at their CRD's storage version,
                           then trim status.storedVersions
 
 Each service also has its own binary (crdplane-gateway, crdplane-registry,
 crdplane-validator, crdplane-converter, crdplane-storage).
+
+crdplane run (--target=all) connects the services in-process: nothing
+crosses a network, so there is no internal TLS to set up. Services run
+apart (--target=<service>, the binaries) call each other over gRPC:
+plaintext (with a warning at start) unless given the internal TLS flags.
 `
 
 func main() {
 	if len(os.Args) >= 2 && os.Args[1] == "migrate-storage" {
 		if err := migrateStorage(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "crdplane migrate-storage:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) >= 2 && os.Args[1] == "internal-pki" {
+		if err := internalPKI(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "crdplane internal-pki:", err)
 			os.Exit(1)
 		}
 		return

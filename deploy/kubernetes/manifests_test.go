@@ -73,6 +73,8 @@ type objects struct {
 	hpas         []*autoscalingv2.HorizontalPodAutoscaler
 	pdbs         []*policyv1.PodDisruptionBudget
 	policies     []*networkingv1.NetworkPolicy
+	certificates []*cmCertificate
+	issuers      []*cmIssuer
 }
 
 func TestKustomizations(t *testing.T) {
@@ -89,6 +91,7 @@ func TestKustomizations(t *testing.T) {
 			objs := decode(t, out)
 			checkWorkloads(t, objs)
 			checkReferences(t, objs)
+			checkInternalTLS(t, objs)
 			for _, w := range objs.workloads() {
 				for _, c := range w.pod.Spec.Containers {
 					name, args := commandOf(t, w.name, c)
@@ -148,6 +151,12 @@ func decode(t *testing.T, stream []byte) *objects {
 		case "networking.k8s.io/v1/NetworkPolicy":
 			o := &networkingv1.NetworkPolicy{}
 			objs.policies, obj = append(objs.policies, o), o
+		case "cert-manager.io/v1/Certificate":
+			o := &cmCertificate{}
+			objs.certificates, obj = append(objs.certificates, o), o
+		case "cert-manager.io/v1/Issuer":
+			o := &cmIssuer{}
+			objs.issuers, obj = append(objs.issuers, o), o
 		default:
 			t.Fatalf("unexpected object %s %s:\n%s", tm.APIVersion, tm.Kind, doc)
 		}

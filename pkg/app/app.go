@@ -40,6 +40,13 @@ type Config struct {
 	Register func(grpc.ServiceRegistrar)
 	// Ready reports whether the service can take traffic (nil: always).
 	Ready func() error
+	// TLS, when set, serves gRPC over mutual TLS, admitting only the calls
+	// of AllowedCallers (grpcx.ServerConfig; the gRPC health service
+	// answers any caller the CA verified). Not used on an inproc://
+	// address: nothing crosses a network there.
+	TLS *grpcx.TLS
+	// AllowedCallers are the services that may call (with TLS).
+	AllowedCallers []string
 	// ShutdownGrace bounds the graceful stop (default 10s).
 	ShutdownGrace time.Duration
 }
@@ -116,7 +123,11 @@ func Run(ctx context.Context, cfg Config) error {
 	log := slog.Default().With("service", cfg.Name)
 	drainCtx, drain := context.WithCancel(context.Background())
 	defer drain()
-	srv := grpcx.NewServer(grpc.ChainStreamInterceptor(drainStreams(drainCtx)))
+	sc := grpcx.ServerConfig{Service: cfg.Name}
+	if _, inproc := grpcx.IsInProcess(cfg.GRPCAddr); !inproc {
+		sc.TLS, sc.AllowedCallers = cfg.TLS, cfg.AllowedCallers
+	}
+	srv := grpcx.NewServerWith(sc, grpc.ChainStreamInterceptor(drainStreams(drainCtx)))
 	// In one process, callers reach the service by direct calls (the gRPC
 	// server behind the in-memory listener stays, for anything dialling it).
 	var direct *grpcx.InProcess

@@ -75,7 +75,11 @@ type blockingHealth struct {
 }
 
 func (b *blockingHealth) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
-	close(b.started)
+	select {
+	case <-b.started:
+	default:
+		close(b.started)
+	}
 	<-b.release
 	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
 }

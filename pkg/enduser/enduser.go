@@ -1,12 +1,14 @@
 // Package enduser carries the user a request was authenticated as (by the
 // gateway, the only service clients reach) from the gateway to the
 // services it calls, in gRPC metadata, so that their traces and logs name
-// the user. It is information, not a credential: the services trust the
-// gateway on their private network and do not authorize with it.
+// the user. It is information, not a credential: the services do not
+// authorize with it. Over internal mutual TLS (package grpcx) a server
+// reads it only from callers its allow-list admitted, after the check.
 package enduser
 
 import (
 	"context"
+	"log/slog"
 	"net/url"
 	"strings"
 
@@ -100,9 +102,13 @@ func unescape(s string) string {
 }
 
 // SpanAttributes are the attributes naming u on a span (OpenTelemetry's
-// enduser.id, and the groups).
+// enduser.id, the groups and, when it has one, the uid).
 func SpanAttributes(u User) []attribute.KeyValue {
-	return []attribute.KeyValue{attribute.String("enduser.id", u.Name), attribute.StringSlice("crdplane.user.groups", u.Groups)}
+	attrs := []attribute.KeyValue{attribute.String("enduser.id", u.Name), attribute.StringSlice("crdplane.user.groups", u.Groups)}
+	if u.UID != "" {
+		attrs = append(attrs, attribute.String("crdplane.user.uid", u.UID))
+	}
+	return attrs
 }
 
 // UnaryServerInterceptor names the calling user on the call's span.
@@ -125,4 +131,42 @@ func annotate(ctx context.Context) {
 	if u := FromIncomingContext(ctx); !u.Empty() {
 		span.SetAttributes(SpanAttributes(u)...)
 	}
+}
+
+// LogAttr is u as a log attribute: a group "user" with its name, uid and
+// groups.
+func LogAttr(u User) slog.Attr {
+	attrs := []any{slog.String("name", u.Name)}
+	if u.UID != "" {
+		attrs = append(attrs, slog.String("uid", u.UID))
+	}
+	if len(u.Groups) > 0 {
+		attrs = append(attrs, slog.Any("groups", u.Groups))
+	}
+	return slog.Group("user", attrs...)
+}
+
+// Propagate returns ctx whose outgoing calls carry the user of its
+// incoming call, when it has one and ctx sets no user of its own: a
+// service calling another while serving a user's request passes the user
+// on (package grpcx does it on every connection).
+func Propagate(ctx context.Context) context.Context {
+	names := metadata.ValueFromIncomingContext(ctx, KeyName)
+	if len(names) == 0 {
+		return ctx
+	}
+	if out, ok := metadata.FromOutgoingContext(ctx); ok && len(out.Get(KeyName)) > 0 {
+		return ctx
+	}
+	return NewOutgoingContext(ctx, FromIncomingContext(ctx))
+}
+
+// UnaryClientInterceptor passes the incoming call's user on (Propagate).
+func UnaryClientInterceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return invoker(Propagate(ctx), method, req, reply, cc, opts...)
+}
+
+// StreamClientInterceptor passes the incoming call's user on (Propagate).
+func StreamClientInterceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return streamer(Propagate(ctx), desc, cc, method, opts...)
 }

@@ -37,3 +37,23 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("no metadata: %+v", u)
 	}
 }
+
+func TestPropagate(t *testing.T) {
+	u := User{Name: "alice", UID: "1", Groups: []string{"devs"}}
+	// What a server sees of a call made with u.
+	out, _ := metadata.FromOutgoingContext(NewOutgoingContext(context.Background(), u))
+	in := metadata.NewIncomingContext(context.Background(), out)
+	got, _ := metadata.FromOutgoingContext(Propagate(in))
+	if got.Get(KeyName)[0] != "alice" || got.Get(KeyGroups)[0] != "devs" {
+		t.Fatalf("propagated %v", got)
+	}
+	// A user set for the outgoing call wins.
+	bob := NewOutgoingContext(in, User{Name: "bob"})
+	if got, _ := metadata.FromOutgoingContext(Propagate(bob)); got.Get(KeyName)[0] != "bob" {
+		t.Fatalf("replaced the outgoing user: %v", got)
+	}
+	// Nothing incoming: unchanged.
+	if ctx := context.Background(); Propagate(ctx) != ctx {
+		t.Fatal("a context without an incoming user changed")
+	}
+}

@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/crdplane/crdplane/pkg/enduser"
 )
 
 // Direct in-process calls.
@@ -636,6 +638,7 @@ func (c *inprocConn) wireConn() (*grpc.ClientConn, error) {
 
 func (c *inprocConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
 	if p := c.direct(); p != nil {
+		ctx = enduser.Propagate(ctx) // the wire connection's interceptor does it there
 		return p.invoke(ctx, method, args, reply, opts)
 	}
 	cc, err := c.wireConn()
@@ -647,6 +650,7 @@ func (c *inprocConn) Invoke(ctx context.Context, method string, args, reply any,
 
 func (c *inprocConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	if p := c.direct(); p != nil {
+		ctx = enduser.Propagate(ctx)
 		return p.newStream(ctx, method, opts)
 	}
 	cc, err := c.wireConn()

@@ -241,6 +241,19 @@ func (t Table) Names() []string {
 	return names
 }
 
+// Callers are the modules that call module (a Dep on it), in table
+// order: over internal mutual TLS, the services it admits
+// (--grpc-allowed-callers).
+func (t Table) Callers(module string) []string {
+	var callers []string
+	for _, m := range t {
+		if m.Dep(module) != nil {
+			callers = append(callers, m.Name)
+		}
+	}
+	return callers
+}
+
 // Lookup is the module called name (nil: none).
 func (t Table) Lookup(name string) *Module {
 	for _, m := range t {
@@ -331,6 +344,7 @@ func (m *Module) Binary(c *Config) app.Binary {
 	return app.Binary{
 		Name:     m.Name,
 		GRPCAddr: m.GRPCListen, HTTPAddr: m.HTTPListen,
+		Callers:       Modules.Callers(m.Name),
 		RegisterFlags: func(fs *flag.FlagSet) { m.registerFlags(c, fs) },
 		Validate:      func() error { return m.Validate(c) },
 		New: func(ctx context.Context) (app.Service, error) {

@@ -287,3 +287,31 @@ func names(ms []*Module) []string {
 	}
 	return out
 }
+
+// TestCallers: the allow-lists of internal mutual TLS are the table's
+// edges, and each module's binary defaults --grpc-allowed-callers to them.
+func TestCallers(t *testing.T) {
+	want := map[string][]string{
+		Storage:   {Registry, Gateway},
+		Registry:  {Validator, Converter, Gateway},
+		Validator: {Registry, Gateway},
+		Converter: {Validator, Gateway},
+		Gateway:   nil,
+	}
+	for name, callers := range want {
+		if got := Modules.Callers(name); !slices.Equal(got, callers) {
+			t.Errorf("Callers(%s) = %v, want %v", name, got, callers)
+		}
+		fs := Modules.Lookup(name).Binary(&Config{}).FlagSet()
+		f := fs.Lookup("grpc-allowed-callers")
+		if name == Gateway {
+			if f != nil {
+				t.Errorf("the gateway serves no gRPC, yet has --grpc-allowed-callers")
+			}
+			continue
+		}
+		if f == nil || f.DefValue != strings.Join(callers, ",") {
+			t.Errorf("%s: --grpc-allowed-callers %+v, want default %q", name, f, strings.Join(callers, ","))
+		}
+	}
+}

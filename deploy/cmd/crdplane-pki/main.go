@@ -6,6 +6,8 @@
 //     and tokens.csv (a bearer token for an admin user), generated on the
 //     first run and kept afterwards (regenerated when the serving
 //     certificate nears its expiry or misses one of --hosts);
+//   - with --internal-dir: the internal mutual TLS PKI (pkg/grpcx/pki), a
+//     CA and a certificate for each service, kept across runs;
 //   - --kubeconfig: a kubeconfig reaching the gateway at --server with that
 //     CA and token, rewritten on every run.
 //
@@ -36,6 +38,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	internalpki "github.com/crdplane/crdplane/pkg/grpcx/pki"
 	"github.com/crdplane/crdplane/services/gateway/localpki"
 )
 
@@ -47,12 +50,14 @@ func main() {
 }
 
 type options struct {
-	dir        string
-	kubeconfig string
-	server     string
-	hosts      []string
-	owner      string
-	user       string
+	dir         string
+	internalDir string
+	namespace   string
+	kubeconfig  string
+	server      string
+	hosts       []string
+	owner       string
+	user        string
 }
 
 func run(args []string) error {
@@ -64,6 +69,8 @@ func run(args []string) error {
 	hosts := fs.String("hosts", "localhost,127.0.0.1,::1", "comma-separated DNS names and IPs of the serving certificate (the --server host is added)")
 	fs.StringVar(&o.owner, "owner", "", "uid:gid to give the --dir files to (empty: leave them to the current user)")
 	fs.StringVar(&o.user, "user", "crdplane-admin", "user name of the generated token")
+	fs.StringVar(&o.internalDir, "internal-dir", "", "also write the internal mutual TLS PKI there (package pkg/grpcx/pki): ca/ (the CA) and <service>/ca.crt, tls.crt, tls.key for each service, kept across runs (empty: none)")
+	fs.StringVar(&o.namespace, "namespace", "crdplane", "Kubernetes namespace of the in-cluster DNS names of the internal certificates (crdplane-<service>.<namespace>.svc)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -96,6 +103,12 @@ func run(args []string) error {
 	ca, token, err := ensurePKI(o, uid, gid)
 	if err != nil {
 		return err
+	}
+	if o.internalDir != "" {
+		if err := internalpki.Generate(internalpki.Config{Dir: o.internalDir, Namespace: o.namespace, Chown: uid >= 0, UID: uid, GID: gid}); err != nil {
+			return err
+		}
+		fmt.Printf("internal PKI in %s\n", o.internalDir)
 	}
 	if o.kubeconfig == "" {
 		return nil

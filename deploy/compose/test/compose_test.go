@@ -59,6 +59,7 @@ func TestCompose(t *testing.T) {
 	t.Logf("stack up in %s", time.Since(began).Round(100*time.Millisecond))
 
 	s.kubectlScenario()
+	s.mtlsRefusals()
 
 	l := newLoad(t, s.Kubeconfig)
 	l.start(workers)

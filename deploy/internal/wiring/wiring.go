@@ -12,6 +12,8 @@
 //   - in Kubernetes, a NetworkPolicy that keeps a module from a dependency's
 //     gRPC port; in compose, a module started before a dependency it needs
 //     to be ready (depends_on);
+//   - internal gRPC without mutual TLS (a --grpc-tls-* flag missing), or an
+//     allow-list (--grpc-allowed-callers) refusing a module that calls it;
 //   - a module that no process runs.
 package wiring
 
@@ -40,6 +42,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/crdplane/crdplane/pkg/app"
 	"github.com/crdplane/crdplane/platform/modules"
 )
 
@@ -158,6 +161,32 @@ func (d *Deployment) Check() []error {
 		}
 		if err := m.Validate(&cfg); err != nil {
 			report("%s: %v", p.Where, err)
+		}
+		errs = append(errs, checkInternalTLS(d.Name, p, set)...)
+	}
+	return errs
+}
+
+// checkInternalTLS: internal gRPC runs over mutual TLS in every deployment
+// (the three --grpc-tls-* flags), and a process's allow-list, when given,
+// admits every module the table says calls it.
+func checkInternalTLS(deployment string, p *Process, set map[string]string) []error {
+	var errs []error
+	var missing []string
+	for _, f := range []string{app.FlagTLSCert, app.FlagTLSKey, app.FlagTLSCA} {
+		if set[f] == "" {
+			missing = append(missing, "--"+f)
+		}
+	}
+	if len(missing) > 0 {
+		errs = append(errs, fmt.Errorf("%s: %s: internal gRPC would be plaintext: %s not given", deployment, p.Where, strings.Join(missing, ", ")))
+	}
+	if allowed, ok := set[app.FlagAllowedCallers]; ok {
+		list := strings.Split(allowed, ",")
+		for _, caller := range modules.Modules.Callers(p.Module) {
+			if !slices.Contains(list, caller) {
+				errs = append(errs, fmt.Errorf("%s: %s: --%s=%s refuses the %s, which calls the %s (%s)", deployment, p.Where, app.FlagAllowedCallers, allowed, caller, p.Module, modules.Modules.Lookup(caller).Dep(p.Module).Calls))
+			}
 		}
 	}
 	return errs

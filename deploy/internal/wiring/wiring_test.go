@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/crdplane/crdplane/deploy/internal/flagcheck"
+	"github.com/crdplane/crdplane/pkg/app"
 	"github.com/crdplane/crdplane/platform/modules"
 )
 
@@ -92,8 +93,8 @@ func TestDriftIsCaught(t *testing.T) {
 		{
 			name: "compose: the registry without the validator's address",
 			file: "compose/docker-compose.yaml",
-			old:  "      - --validator-addr=dns:///validator:7003\n      - --log-format=text\n    healthcheck:\n      <<: *healthcheck\n      test: [\"CMD\", \"/usr/local/bin/crdplane-probe\", \"http://127.0.0.1:7102/readyz\"]",
-			new:  "      - --log-format=text\n    healthcheck:\n      <<: *healthcheck\n      test: [\"CMD\", \"/usr/local/bin/crdplane-probe\", \"http://127.0.0.1:7102/readyz\"]",
+			old:  "      - --storage-addr=dns:///storage:7001\n      - --validator-addr=dns:///validator:7003\n",
+			new:  "      - --storage-addr=dns:///storage:7001\n",
 			want: []string{"docker-compose.yaml: service registry: the registry module needs --validator-addr, the address of the validator (ValidateCRD"},
 		},
 		{
@@ -106,8 +107,8 @@ func TestDriftIsCaught(t *testing.T) {
 		{
 			name: "compose: an address of the wrong service",
 			file: "compose/docker-compose.yaml",
-			old:  "command: [--grpc-listen=:7003, --http-listen=:7103, --registry-addr=dns:///registry:7002,",
-			new:  "command: [--grpc-listen=:7003, --http-listen=:7103, --registry-addr=dns:///converter:7004,",
+			old:  "      - --http-listen=:7103\n      - --registry-addr=dns:///registry:7002\n",
+			new:  "      - --http-listen=:7103\n      - --registry-addr=dns:///converter:7004\n",
 			want: []string{"service validator: --registry-addr=dns:///converter:7004 reaches the converter, not the registry"},
 		},
 		{
@@ -120,9 +121,30 @@ func TestDriftIsCaught(t *testing.T) {
 		{
 			name: "compose: started before what it needs",
 			file: "compose/docker-compose.yaml",
-			old:  "    depends_on:\n      registry: {condition: service_healthy}\n\n  converter:",
-			new:  "    depends_on: [registry]\n\n  converter:",
+			old:  "    depends_on:\n      pki: {condition: service_completed_successfully}\n      registry: {condition: service_healthy}\n\n  converter:",
+			new:  "    depends_on: [pki, registry]\n\n  converter:",
 			want: []string{"service validator: starts before the registry is healthy, which it needs to be ready (its CRD watch feeds the compiled-schema cache): depends_on registry is service_started, not service_healthy"},
+		},
+		{
+			name: "compose: a service without internal TLS",
+			file: "compose/docker-compose.yaml",
+			old:  "      - --registry-addr=dns:///registry:7002\n      - --grpc-tls-cert-file=/etc/crdplane/internal-tls/tls.crt\n      - --grpc-tls-key-file=/etc/crdplane/internal-tls/tls.key\n      - --grpc-tls-ca-file=/etc/crdplane/internal-tls/ca.crt\n      - --log-format=text\n    volumes: [pki-converter",
+			new:  "      - --registry-addr=dns:///registry:7002\n      - --grpc-tls-ca-file=/etc/crdplane/internal-tls/ca.crt\n      - --log-format=text\n    volumes: [pki-converter",
+			want: []string{"service converter: internal gRPC would be plaintext: --grpc-tls-cert-file, --grpc-tls-key-file not given"},
+		},
+		{
+			name: "compose: an allow-list refusing a caller the table names",
+			file: "compose/docker-compose.yaml",
+			old:  "      - --etcd-endpoints=http://etcd-0:2379,http://etcd-1:2379,http://etcd-2:2379\n",
+			new:  "      - --etcd-endpoints=http://etcd-0:2379,http://etcd-1:2379,http://etcd-2:2379\n      - --grpc-allowed-callers=gateway\n",
+			want: []string{"service storage: --grpc-allowed-callers=gateway refuses the registry, which calls the storage (CRDs are stored there"},
+		},
+		{
+			name: "kubernetes: a Deployment without internal TLS",
+			file: "kubernetes/base/storage.yaml",
+			old:  "            - --grpc-tls-cert-file=/etc/crdplane/internal-tls/tls.crt\n",
+			new:  "",
+			want: []string{"Deployment/crdplane-storage container storage: internal gRPC would be plaintext: --grpc-tls-cert-file not given"},
 		},
 		{
 			name: "kubernetes: the registry without the validator's address",
@@ -204,6 +226,20 @@ func TestBinariesHaveTheTablesFlags(t *testing.T) {
 			if got := helpFlags(t, bins.Path("crdplane-"+m.Name)); !slices.Equal(got, want) {
 				t.Errorf("crdplane-%s has the flags\n%v\nthe table's module\n%v", m.Name, got, want)
 			}
+			// Its default allow-list is the table's callers (a binary lists
+			// them by hand: it cannot import the table).
+			if callers := modules.Modules.Callers(m.Name); len(callers) > 0 {
+				want := strings.Join(callers, ",")
+				for _, args := range [][]string{nil, {"run", "--target=" + m.Name}} {
+					bin := bins.Path("crdplane-" + m.Name)
+					if args != nil {
+						bin = bins.Path("crdplane")
+					}
+					if got := helpDefault(t, bin, app.FlagAllowedCallers, args...); got != want {
+						t.Errorf("%s %v: --%s defaults to %q; the table's callers of the %s are %q", filepath.Base(bin), args, app.FlagAllowedCallers, got, m.Name, want)
+					}
+				}
+			}
 			withTarget := append(slices.Clone(want), "target")
 			slices.Sort(withTarget)
 			if got := helpFlags(t, bins.Path("crdplane"), "run", "--target="+m.Name); !slices.Equal(got, withTarget) {
@@ -211,6 +247,31 @@ func TestBinariesHaveTheTablesFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// helpDefault is the default a binary's -h prints for flag ("" when none).
+func helpDefault(t *testing.T, binary, flag string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, binary, append(args, "-h")...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	_ = cmd.Run() // -h exits 0, or 2 on older flag packages
+	text := out.String()
+	i := strings.Index(text, "\n  -"+flag+" ")
+	if i < 0 {
+		t.Fatalf("%s %v -h lists no --%s", binary, args, flag)
+	}
+	text = text[i+1:]
+	if j := strings.Index(text[1:], "\n  -"); j >= 0 {
+		text = text[:j+1]
+	}
+	m := regexp.MustCompile(`\(default "([^"]*)"\)`).FindStringSubmatch(text)
+	if m == nil {
+		return ""
+	}
+	return m[1]
 }
 
 var helpLine = regexp.MustCompile(`(?m)^  -([A-Za-z0-9][A-Za-z0-9-]*)`)
