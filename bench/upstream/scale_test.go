@@ -113,9 +113,9 @@ type ScaleResult struct {
 	SettleSeconds float64 `json:"settleSeconds"`
 	BaseRSS       int64   `json:"baseRSS"`
 	BaseHeap      int64   `json:"baseHeap"`
-	RSS           int64   `json:"rss"`      // N CRDs idle
-	Heap          int64   `json:"heap"`     // N CRDs idle, after a collection
-	PeakRSS       int64   `json:"peakRSS"`  // VmHWM after establishing and measuring
+	RSS           int64   `json:"rss"`     // N CRDs idle
+	Heap          int64   `json:"heap"`    // N CRDs idle, after a collection
+	PeakRSS       int64   `json:"peakRSS"` // VmHWM after establishing and measuring
 	// APIResourcesSeconds: median of 3 `kubectl api-resources` with a
 	// fresh cache directory each.
 	APIResourcesSeconds float64   `json:"apiResourcesSeconds"`
