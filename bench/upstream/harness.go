@@ -77,8 +77,10 @@ func Start(ctx context.Context, dir string) (targets []*Target, stop func(), err
 	return []*Target{newTarget(up), newTarget(cp)}, func() { cp.Stop(); up.Stop() }, nil
 }
 
-// StartOne runs one server, "upstream" or "crdplane", with its data under
-// dir; extra flags go to crdplane run (upstream takes none). The scale
+// StartOne runs one server, "upstream", "crdplane" or "crdplane-base" (a
+// second crdplane binary, CRDPLANE_BASE_BIN, to measure a change before
+// and after in one run), with its data under dir; extra flags go to
+// crdplane run (upstream takes none). The scale
 // benchmark starts a fresh one per count, so that each count is measured
 // alone.
 func StartOne(ctx context.Context, name, dir string, extra ...string) (*Target, func(), error) {
@@ -92,14 +94,19 @@ func StartOne(ctx context.Context, name, dir string, extra ...string) (*Target, 
 		if s, err = conformance.StartUpstream(ctx, bin, dir); err != nil {
 			return nil, nil, err
 		}
-	case "crdplane":
-		bin, err := binary("CRDPLANE_BIN", "crdplane")
+	case "crdplane", "crdplane-base":
+		env := "CRDPLANE_BIN"
+		if name == "crdplane-base" {
+			env = "CRDPLANE_BASE_BIN"
+		}
+		bin, err := binary(env, "crdplane")
 		if err != nil {
 			return nil, nil, err
 		}
 		if s, err = conformance.StartCrdplane(ctx, bin, dir, extra...); err != nil {
 			return nil, nil, err
 		}
+		s.Name = name
 	default:
 		return nil, nil, fmt.Errorf("unknown server %q (upstream or crdplane)", name)
 	}

@@ -38,6 +38,12 @@ import (
 //   - the time for one new CRD (a new group) to be listed in aggregated
 //     discovery (/apis as APIGroupDiscoveryList) and in /openapi/v3.
 //
+// CRDPLANE_SCALE_DATA puts the servers' data directories (their etcd)
+// under that directory instead of the test's temporary one: /dev/shm takes
+// a shared disk's fsync latency out of the comparison. CRDPLANE_BASE_BIN
+// adds the server "crdplane-base" to the list: that binary measured beside
+// the current one.
+//
 // A server that has not established its N CRDs within CRDPLANE_SCALE_CAP
 // (default 10m) is recorded as far as it got and not run at larger counts.
 // The results go to CRDPLANE_SCALE_OUT (default ../scale/results) as
@@ -56,6 +62,9 @@ func TestScale(t *testing.T) {
 		counts = append(counts, n)
 	}
 	servers := strings.Split(envOr("CRDPLANE_SCALE_SERVERS", "crdplane,upstream"), ",")
+	if os.Getenv("CRDPLANE_BASE_BIN") != "" && !slices.Contains(servers, "crdplane-base") {
+		servers = append([]string{"crdplane-base"}, servers...)
+	}
 	capDur, err := time.ParseDuration(envOr("CRDPLANE_SCALE_CAP", "10m"))
 	if err != nil {
 		t.Fatal(err)
@@ -185,9 +194,15 @@ func runScale(ctx context.Context, t *testing.T, name string, n int, capDur time
 		}
 	}()
 	dir := t.TempDir()
+	if root := os.Getenv("CRDPLANE_SCALE_DATA"); root != "" {
+		if dir, err = os.MkdirTemp(root, "scale-"); err != nil {
+			return r, err
+		}
+		defer func() { _ = os.RemoveAll(dir) }()
+	}
 	var extra []string
 	var ops string
-	if name == "crdplane" {
+	if name != "upstream" {
 		addr, err := freeAddr()
 		if err != nil {
 			return r, err

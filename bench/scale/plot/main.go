@@ -98,7 +98,7 @@ type line struct {
 	dash  string
 }
 
-var colors = map[string]string{"crdplane": "#1f77b4", "upstream": "#d62728"}
+var colors = map[string]string{"crdplane": "#1f77b4", "crdplane-base": "#7f7f7f", "upstream": "#d62728"}
 var dashes = []string{"", "6,4", "2,3"}
 
 func (c chart) lines(rows []map[string]string) []line {
