@@ -197,6 +197,32 @@ conformance-fuzz: $(UPSTREAM_BIN)
 		UPSTREAM_BIN=$(UPSTREAM_BIN) CRDPLANE_BIN=$(BIN)/crdplane \
 		$(GO) test -count=1 -timeout 30m -run 'TestOracle$$' -v . 2>&1 | grep -v -E '^\s+[IWE][0-9]{4} ' ; exit $${PIPESTATUS[0]}
 
+## bench-scale: issue 17's cost curve (bench/upstream TestScale): for each
+## count of SCALE_COUNTS a fresh server of each of SCALE_SERVERS, N CRDs
+## created by 8 workers, time to Established, RSS and Go heap, kubectl
+## api-resources, one new CRD's latency to discovery and /openapi/v3,
+## delete all; a server that has not established N within SCALE_CAP is not
+## run at larger counts. Results in bench/scale/results/<time>.{json,csv},
+## charts drawn by bench/scale/plot. SCALE_COUNTS=100,1000,3000,10000 adds
+## the largest count (crdplane alone: SCALE_SERVERS=crdplane).
+SCALE_COUNTS ?= 100,1000,3000
+SCALE_SERVERS ?= crdplane,upstream
+SCALE_CAP ?= 10m
+.PHONY: bench-scale bench-scale-race
+bench-scale: $(UPSTREAM_BIN)
+	$(GO) build -o $(BIN)/crdplane ./cmd/crdplane
+	cd bench/upstream && CRDPLANE_SCALE=$(SCALE_COUNTS) CRDPLANE_SCALE_SERVERS=$(SCALE_SERVERS) CRDPLANE_SCALE_CAP=$(SCALE_CAP) \
+		UPSTREAM_BIN=$(UPSTREAM_BIN) CRDPLANE_BIN=$(BIN)/crdplane \
+		$(GO) test -count=1 -run '^TestScale$$' -v -timeout 180m . 2>&1 | grep -v -E '^\s+[IWE][0-9]{4} ' ; exit $${PIPESTATUS[0]}
+	$(GO) run ./bench/scale/plot -out bench/scale/results $$(ls -t bench/scale/results/*.csv | head -1)
+
+## bench-scale-race: e2e's TestConcurrentCRDCreates (issue 17 item 5: CRD
+## creates, duplicates, name conflicts and deletes from 32 clients against
+## a sequential replay) at RACE_OPS operations (make test runs 300).
+RACE_OPS ?= 10000
+bench-scale-race: build
+	CRDPLANE_BIN=$(BIN)/crdplane CRDPLANE_RACE_OPS=$(RACE_OPS) $(GO) test -count=1 -run '^TestConcurrentCRDCreates$$' -v -timeout 60m ./e2e/
+
 ## bench-upstream: side-by-side benchmarks against upstream
 ## apiextensions-apiserver v1.33 (bench/upstream: both servers as processes,
 ## same machine, same run): LIST of 1,000 CRDs and GET of one, JSON and

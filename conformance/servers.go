@@ -139,11 +139,13 @@ func StartUpstream(ctx context.Context, bin, dir string) (*Server, error) {
 var servingLine = regexp.MustCompile(`serving the Kubernetes API at (https://\S+)`)
 
 // StartCrdplane runs `crdplane run` on a free loopback port with its own
-// data directory and a fixed token.
-func StartCrdplane(ctx context.Context, bin, dir string) (*Server, error) {
+// data directory and a fixed token; extra flags are appended (the scale
+// benchmark's --ops-listen and --profiling).
+func StartCrdplane(ctx context.Context, bin, dir string, extra ...string) (*Server, error) {
 	const token = "conformance-token"
-	cmd := exec.Command(bin, "run", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "etcd"),
-		"--kubeconfig", filepath.Join(dir, "kubeconfig"), "--token", token, "--log-format", "text", "--log-level", "warn")
+	args := append([]string{"run", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "etcd"),
+		"--kubeconfig", filepath.Join(dir, "kubeconfig"), "--token", token, "--log-format", "text", "--log-level", "warn"}, extra...)
+	cmd := exec.Command(bin, args...)
 	u, logs, err := startProcess("crdplane", cmd, 60*time.Second, func(line string) (string, bool) {
 		if m := servingLine.FindStringSubmatch(line); m != nil {
 			return m[1], true

@@ -77,6 +77,71 @@ func Start(ctx context.Context, dir string) (targets []*Target, stop func(), err
 	return []*Target{newTarget(up), newTarget(cp)}, func() { cp.Stop(); up.Stop() }, nil
 }
 
+// StartOne runs one server, "upstream", "crdplane" or "crdplane-base" (a
+// second crdplane binary, CRDPLANE_BASE_BIN, to measure a change before
+// and after in one run), with its data under dir; extra flags go to
+// crdplane run (upstream takes none). The scale
+// benchmark starts a fresh one per count, so that each count is measured
+// alone.
+func StartOne(ctx context.Context, name, dir string, extra ...string) (*Target, func(), error) {
+	var s *conformance.Server
+	switch name {
+	case "upstream":
+		bin, err := binary("UPSTREAM_BIN", "apiextensions-upstream")
+		if err != nil {
+			return nil, nil, err
+		}
+		if s, err = conformance.StartUpstream(ctx, bin, dir); err != nil {
+			return nil, nil, err
+		}
+	case "crdplane", "crdplane-base":
+		env := "CRDPLANE_BIN"
+		if name == "crdplane-base" {
+			env = "CRDPLANE_BASE_BIN"
+		}
+		bin, err := binary(env, "crdplane")
+		if err != nil {
+			return nil, nil, err
+		}
+		if s, err = conformance.StartCrdplane(ctx, bin, dir, extra...); err != nil {
+			return nil, nil, err
+		}
+		s.Name = name
+	default:
+		return nil, nil, fmt.Errorf("unknown server %q (upstream or crdplane)", name)
+	}
+	return newTarget(s), s.Stop, nil
+}
+
+// Memory is the server process's resident set now and at its peak
+// (VmRSS and VmHWM of /proc/<pid>/status), in bytes.
+func (t *Target) Memory() (rss, peak int64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", t.server.Pid()))
+	if err != nil {
+		return 0, 0, err
+	}
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb << 10
+		case "VmHWM:":
+			peak = kb << 10
+		}
+	}
+	if rss == 0 {
+		return 0, 0, fmt.Errorf("/proc/%d/status: no VmRSS", t.server.Pid())
+	}
+	return rss, peak, nil
+}
+
 func newTarget(s *conformance.Server) *Target {
 	tr := &http.Transport{
 		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback benchmark servers only
@@ -207,15 +272,18 @@ const CRDCollection = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 // BenchCRD is the i-th CRD of a seeded set: group bench.example.com, a
 // namespaced kind with a spec/status schema of a dozen fields and a
 // printer column, about 2 KiB of JSON.
-func BenchCRD(i int) []byte {
+func BenchCRD(i int) []byte { return GroupCRD("bench.example.com", i) }
+
+// GroupCRD is BenchCRD's i-th CRD in the given group.
+func GroupCRD(group string, i int) []byte {
 	kind := fmt.Sprintf("Widget%d", i)
 	plural := fmt.Sprintf("widget%ds", i)
 	crd := map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1",
 		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": plural + ".bench.example.com", "labels": map[string]string{"bench": "crds"}},
+		"metadata":   map[string]any{"name": plural + "." + group, "labels": map[string]string{"bench": "crds"}},
 		"spec": map[string]any{
-			"group": "bench.example.com",
+			"group": group,
 			"scope": "Namespaced",
 			"names": map[string]any{"plural": plural, "singular": fmt.Sprintf("widget%d", i), "kind": kind, "shortNames": []string{fmt.Sprintf("wg%d", i)}, "categories": []string{"bench"}},
 			"versions": []any{map[string]any{
