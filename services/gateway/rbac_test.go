@@ -234,4 +234,11 @@ func TestRBACServed(t *testing.T) {
 	g.expect(http.StatusOK, "PATCH", rbacV1+"/namespaces/a/rolebindings/b", `{"subjects":[{"kind":"Group","name":"g"}]}`, "Content-Type", "application/strategic-merge-patch+json")
 	g.expect(http.StatusOK, "DELETE", rbacV1+"/namespaces/a/rolebindings/b", nil)
 	g.expect(http.StatusNotFound, "GET", rbacV1+"/namespaces/a/rolebindings/b", nil)
+	for _, name := range []string{"x1", "x2"} {
+		g.expect(http.StatusCreated, "POST", rbacV1+"/namespaces/a/roles", map[string]any{"metadata": map[string]any{"name": name, "labels": map[string]any{"x": "y"}}})
+	}
+	if got := g.expect(http.StatusOK, "DELETE", rbacV1+"/namespaces/a/roles?labelSelector=x%3Dy", nil); got["kind"] != "RoleList" || len(got["items"].([]any)) != 2 {
+		t.Errorf("deletecollection: %v", got)
+	}
+	g.expect(http.StatusNotFound, "GET", rbacV1+"/namespaces/a/roles/x1", nil)
 }
