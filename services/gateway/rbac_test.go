@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/crdplane/crdplane/pkg/metrics"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
@@ -107,6 +109,15 @@ func TestRBACAllowDeny(t *testing.T) {
 	}, as("alice")...)
 	if got := rules["status"].(map[string]any)["resourceRules"]; !strings.Contains(toJSON(t, got), `{"apiGroups":["stable.example.com"],"resources":["crontabs"],"verbs":["get","list","watch"]}`) {
 		t.Errorf("SSRR: %s", toJSON(t, rules))
+	}
+
+	// the decisions are counted with mode RBAC, and the cache answers
+	rec := httptest.NewRecorder()
+	metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{`crdplane_gateway_authorization_decisions_total{decision="allowed",mode="RBAC"}`, `crdplane_gateway_authorization_decisions_total{decision="no-opinion",mode="RBAC"}`, `crdplane_gateway_rbac_decision_cache_total{result="hit"}`} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 
 	// a binding to a missing role: its reason is upstream's
