@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/crdplane/crdplane/pkg/metrics"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
@@ -107,6 +109,15 @@ func TestRBACAllowDeny(t *testing.T) {
 	}, as("alice")...)
 	if got := rules["status"].(map[string]any)["resourceRules"]; !strings.Contains(toJSON(t, got), `{"apiGroups":["stable.example.com"],"resources":["crontabs"],"verbs":["get","list","watch"]}`) {
 		t.Errorf("SSRR: %s", toJSON(t, rules))
+	}
+
+	// the decisions are counted with mode RBAC, and the cache answers
+	rec := httptest.NewRecorder()
+	metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{`crdplane_gateway_authorization_decisions_total{decision="allowed",mode="RBAC"}`, `crdplane_gateway_authorization_decisions_total{decision="no-opinion",mode="RBAC"}`, `crdplane_gateway_rbac_decision_cache_total{result="hit"}`} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 
 	// a binding to a missing role: its reason is upstream's
@@ -234,4 +245,11 @@ func TestRBACServed(t *testing.T) {
 	g.expect(http.StatusOK, "PATCH", rbacV1+"/namespaces/a/rolebindings/b", `{"subjects":[{"kind":"Group","name":"g"}]}`, "Content-Type", "application/strategic-merge-patch+json")
 	g.expect(http.StatusOK, "DELETE", rbacV1+"/namespaces/a/rolebindings/b", nil)
 	g.expect(http.StatusNotFound, "GET", rbacV1+"/namespaces/a/rolebindings/b", nil)
+	for _, name := range []string{"x1", "x2"} {
+		g.expect(http.StatusCreated, "POST", rbacV1+"/namespaces/a/roles", map[string]any{"metadata": map[string]any{"name": name, "labels": map[string]any{"x": "y"}}})
+	}
+	if got := g.expect(http.StatusOK, "DELETE", rbacV1+"/namespaces/a/roles?labelSelector=x%3Dy", nil); got["kind"] != "RoleList" || len(got["items"].([]any)) != 2 {
+		t.Errorf("deletecollection: %v", got)
+	}
+	g.expect(http.StatusNotFound, "GET", rbacV1+"/namespaces/a/roles/x1", nil)
 }

@@ -233,9 +233,6 @@ func (a *kubeAPI) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*http
 
 // Delete serves DELETE on one object.
 func (a *kubeAPI) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*httpbody.HttpBody, error) {
-	if rbac.IsRBAC(req.GetGroup()) {
-		return httpx.Reply(a.rbacAPI.Delete(ctx, req))
-	}
 	rm := httpx.RequestMetaFrom(ctx)
 	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), ""))
 	if err != nil {
@@ -252,6 +249,9 @@ func (a *kubeAPI) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*ht
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
 		return httpx.Reply(a.crdAPI.Delete(ctx, req, opts, out))
 	}
+	if rbac.IsRBAC(req.GetGroup()) {
+		return httpx.Reply(a.rbacAPI.Delete(ctx, req, opts, out))
+	}
 	// Its errors are the wire's already (httpx.Reply), its rendering as before.
 	return a.crAPI.Delete(ctx, req, opts, out)
 }
@@ -259,9 +259,6 @@ func (a *kubeAPI) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*ht
 // DeleteCollection serves DELETE on a collection: every selected object is
 // deleted as by Delete; the answer lists them as they were.
 func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCollectionRequest) (*httpbody.HttpBody, error) {
-	if rbac.IsRBAC(req.GetGroup()) {
-		return httpx.Reply(a.rbacAPI.DeleteCollection(ctx, req))
-	}
 	rm := httpx.RequestMetaFrom(ctx)
 	out, err := httpx.WriteOutput(rm, writeTarget(req.GetGroup(), req.GetVersion(), req.GetResource(), ""))
 	if err != nil {
@@ -278,6 +275,9 @@ func (a *kubeAPI) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCol
 	params := listing.Params{LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector()}
 	if isCRDs(req.GetGroup(), req.GetVersion(), req.GetResource()) {
 		return httpx.Reply(a.crdAPI.DeleteCollection(ctx, req.GetNamespace(), params, opts, out))
+	}
+	if rbac.IsRBAC(req.GetGroup()) {
+		return httpx.Reply(a.rbacAPI.DeleteCollection(ctx, req, params, opts, out))
 	}
 	return httpx.Reply(a.crAPI.DeleteCollection(ctx, req, params, opts, out))
 }

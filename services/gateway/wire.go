@@ -5,6 +5,7 @@ import (
 
 	"github.com/crdplane/crdplane/services/gateway/crd"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
+	"github.com/crdplane/crdplane/services/gateway/rbac"
 )
 
 // The Kubernetes wire formats (pkg/kubewire through httpx): which kind of
@@ -15,6 +16,8 @@ func writeTarget(group, version, plural, sub string) httpx.Target {
 	switch {
 	case isCRDs(group, version, plural):
 		return httpx.TargetCRD
+	case rbac.IsRBAC(group):
+		return httpx.TargetRBAC
 	case sub == "scale":
 		return httpx.TargetScale
 	}

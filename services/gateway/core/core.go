@@ -102,13 +102,6 @@ func checkSubresource(sub string, allowed ...string) error {
 	return httpx.ErrNotFound()
 }
 
-func writeOptions(ctx context.Context, dryRun []string, fieldManager, fieldValidation string) *registryv1.WriteOptions {
-	return &registryv1.WriteOptions{
-		DryRun: len(dryRun) > 0, FieldManager: fieldManager, FieldValidation: fieldValidation,
-		UserAgent: httpx.RequestMetaFrom(ctx).UserAgent,
-	}
-}
-
 // Get serves GET of a namespace or its status.
 func (s *Server) Get(ctx context.Context, req *gatewayv1.GetRequest) (*httpbody.HttpBody, error) {
 	return httpx.Reply(s.get(ctx, req))
@@ -276,7 +269,7 @@ func (s *Server) create(ctx context.Context, req *gatewayv1.CreateRequest) (*htt
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.ns.Create(ctx, &registryv1.CreateRequest{Object: body, Options: writeOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)})
+	resp, err := s.ns.Create(ctx, &registryv1.CreateRequest{Object: body, Options: httpx.RegistryWriteOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)})
 	if err != nil {
 		return nil, err
 	}
@@ -313,23 +306,13 @@ func (s *Server) update(ctx context.Context, req *gatewayv1.UpdateRequest) (*htt
 	}
 	resp, err := s.ns.Update(ctx, &registryv1.UpdateRequest{
 		Name: req.GetName(), Subresource: req.GetSubresource(), Object: body,
-		Options: writeOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation),
+		Options: httpx.RegistryWriteOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation),
 	})
 	if err != nil {
 		return nil, err
 	}
 	httpx.AddWarnings(ctx, resp.GetWarnings()...)
 	return out.Render(resp.GetObject())
-}
-
-// patchTypeAllowed reports whether kube-apiserver's PATCH route of
-// namespaces consumes pt.
-func patchTypeAllowed(pt string) bool {
-	switch pt {
-	case patch.JSONPatch, patch.MergePatch, patch.StrategicMerge, patch.ApplyYAML:
-		return true
-	}
-	return false
 }
 
 // Patch serves PATCH of a namespace or its status (JSON, merge and
@@ -354,7 +337,7 @@ func (s *Server) patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpb
 		return nil, err
 	}
 	pt := patch.Type(rm.ContentType)
-	if !patchTypeAllowed(pt) {
+	if !httpx.BuiltinPatchTypeAllowed(pt) {
 		// go-restful's 415 for a media type the route does not consume
 		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "", "415: Unsupported Media Type", 0, false)
 	}
@@ -366,7 +349,7 @@ func (s *Server) patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpb
 	if errs := metav1validation.ValidatePatchOptions(opts, types.PatchType(pt)); len(errs) > 0 {
 		return nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs)
 	}
-	wo := writeOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)
+	wo := httpx.RegistryWriteOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)
 	wo.Force = req.GetForce()
 	resp, err := s.ns.Patch(ctx, &registryv1.PatchRequest{
 		Name: req.GetName(), Subresource: req.GetSubresource(), PatchType: pt, Patch: req.GetBody().GetData(), Options: wo,

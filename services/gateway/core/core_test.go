@@ -7,6 +7,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 func TestCheckSubresource(t *testing.T) {
@@ -43,7 +44,7 @@ func TestPatchTypes(t *testing.T) {
 		"application/apply-patch+yaml":           true,
 		"application/json":                       false,
 	} {
-		if got := patchTypeAllowed(pt); got != want {
+		if got := httpx.BuiltinPatchTypeAllowed(pt); got != want {
 			t.Errorf("%s: %v, want %v", pt, got, want)
 		}
 	}

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
-	"github.com/crdplane/crdplane/pkg/patch"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
@@ -92,13 +91,7 @@ func checkCRDFieldSelector(sel fields.Selector) error {
 
 // PatchTypeAllowed reports whether upstream's PATCH route for CRDs (a
 // go-restful route of a built-in type) consumes patches of type pt.
-func PatchTypeAllowed(pt string) bool {
-	switch pt {
-	case patch.JSONPatch, patch.MergePatch, patch.StrategicMerge, "application/apply-patch+yaml":
-		return true
-	}
-	return false
-}
+func PatchTypeAllowed(pt string) bool { return httpx.BuiltinPatchTypeAllowed(pt) }
 
 // ErrUnsupportedMediaType is go-restful's 415 for a CRD patch of another
 // type, as kube-apiserver renders it (a generic server response: details
@@ -112,15 +105,6 @@ func crdSubresource(sub, name string) error {
 		return nil
 	}
 	return apierrors.NewNotFound(crdGR, name)
-}
-
-// writeOptions are a CRD write's options for the registry: the User-Agent
-// names the manager of requests without fieldManager (managedFields).
-func writeOptions(ctx context.Context, dryRun []string, fieldManager, fieldValidation string) *registryv1.WriteOptions {
-	return &registryv1.WriteOptions{
-		DryRun: len(dryRun) > 0, FieldManager: fieldManager, FieldValidation: fieldValidation,
-		UserAgent: httpx.RequestMetaFrom(ctx).UserAgent,
-	}
 }
 
 // Get serves GET on a CRD or its status.
@@ -212,7 +196,7 @@ func (s *Server) Create(ctx context.Context, req *gatewayv1.CreateRequest, opts 
 	}
 	resp, err := s.registry.Create(ctx, &registryv1.CreateRequest{
 		Object:  body,
-		Options: writeOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation),
+		Options: httpx.RegistryWriteOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation),
 	})
 	if err != nil {
 		return nil, err
@@ -234,7 +218,7 @@ func (s *Server) Update(ctx context.Context, req *gatewayv1.UpdateRequest, opts 
 		Name:        req.GetName(),
 		Subresource: req.GetSubresource(),
 		Object:      body,
-		Options:     writeOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation),
+		Options:     httpx.RegistryWriteOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation),
 	})
 	if err != nil {
 		return nil, err
@@ -251,7 +235,7 @@ func (s *Server) Patch(ctx context.Context, req *gatewayv1.PatchRequest, opts *m
 	if err := crdSubresource(req.GetSubresource(), req.GetName()); err != nil {
 		return nil, err
 	}
-	wo := writeOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)
+	wo := httpx.RegistryWriteOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)
 	wo.Force = opts.Force != nil && *opts.Force
 	resp, err := s.registry.Patch(ctx, &registryv1.PatchRequest{
 		Name:        req.GetName(),

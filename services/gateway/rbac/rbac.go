@@ -11,8 +11,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
-	"strconv"
 	"time"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
@@ -23,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/crdplane/crdplane/pkg/fielderr"
@@ -103,13 +100,6 @@ func resolve(version, resource, namespace, sub string, collection bool) (kind, *
 		return kind{}, nil, httpx.ErrNotFound()
 	}
 	return k, &registryv1.RBACTarget{Resource: resource, Namespace: namespace}, nil
-}
-
-func writeOptions(ctx context.Context, dryRun []string, fieldManager, fieldValidation string) *registryv1.WriteOptions {
-	return &registryv1.WriteOptions{
-		DryRun: len(dryRun) > 0, FieldManager: fieldManager, FieldValidation: fieldValidation,
-		UserAgent: httpx.RequestMetaFrom(ctx).UserAgent,
-	}
 }
 
 // checkFieldSelector is the typed API's field label conversion:
@@ -258,7 +248,7 @@ func (s *Server) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*htt
 		return nil, err
 	}
 	resp, err := s.rbac.Create(ctx, &registryv1.RBACServiceCreateRequest{Target: t, Request: &registryv1.CreateRequest{
-		Object: body, Options: writeOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)}})
+		Object: body, Options: httpx.RegistryWriteOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)}})
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +281,7 @@ func (s *Server) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*htt
 		return nil, err
 	}
 	resp, err := s.rbac.Update(ctx, &registryv1.RBACServiceUpdateRequest{Target: t, Request: &registryv1.UpdateRequest{
-		Name: req.GetName(), Object: body, Options: writeOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)}})
+		Name: req.GetName(), Object: body, Options: httpx.RegistryWriteOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)}})
 	if err != nil {
 		return nil, err
 	}
@@ -300,16 +290,6 @@ func (s *Server) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*htt
 		httpx.SetHTTPCode(ctx, http.StatusCreated)
 	}
 	return out.Render(resp.GetObject())
-}
-
-// patchTypeAllowed reports whether kube-apiserver's PATCH route of a
-// built-in kind consumes pt.
-func patchTypeAllowed(pt string) bool {
-	switch pt {
-	case patch.JSONPatch, patch.MergePatch, patch.StrategicMerge, patch.ApplyYAML:
-		return true
-	}
-	return false
 }
 
 // Patch serves PATCH of an object. A caller the escalation checks apply
@@ -326,7 +306,7 @@ func (s *Server) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpb
 		return nil, err
 	}
 	pt := patch.Type(rm.ContentType)
-	if !patchTypeAllowed(pt) {
+	if !httpx.BuiltinPatchTypeAllowed(pt) {
 		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "", "415: Unsupported Media Type", 0, false)
 	}
 	opts := &metav1.PatchOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
@@ -337,7 +317,7 @@ func (s *Server) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpb
 	if errs := metav1validation.ValidatePatchOptions(opts, types.PatchType(pt)); len(errs) > 0 {
 		return nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs)
 	}
-	wo := writeOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)
+	wo := httpx.RegistryWriteOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)
 	wo.Force = req.GetForce()
 	preq := &registryv1.PatchRequest{Name: req.GetName(), PatchType: pt, Patch: req.GetBody().GetData(), Options: wo}
 	if s.escalationApplies(ctx) {
@@ -362,22 +342,10 @@ func (s *Server) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpb
 	return out.Render(resp.GetObject())
 }
 
-// Delete serves DELETE of an object.
-func (s *Server) Delete(ctx context.Context, req *gatewayv1.DeleteRequest) (*httpbody.HttpBody, error) {
+// Delete serves DELETE of an object (opts and out as the root read
+// them, as for every kind).
+func (s *Server) Delete(ctx context.Context, req *gatewayv1.DeleteRequest, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	_, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), "", false)
-	if err != nil {
-		return nil, err
-	}
-	rm := httpx.RequestMetaFrom(ctx)
-	out, err := httpx.WriteOutput(rm, httpx.TargetRBAC)
-	if err != nil {
-		return nil, err
-	}
-	body, err := httpx.DecodeDeleteBody(rm, req.GetBody().GetData())
-	if err != nil {
-		return nil, err
-	}
-	opts, err := deleteOptions(body, rm.Query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
 	if err != nil {
 		return nil, err
 	}
@@ -407,25 +375,11 @@ func (s *Server) delete(ctx context.Context, t *registryv1.RBACTarget, name stri
 
 // DeleteCollection deletes the objects a list selects and answers the
 // list of those deleted.
-func (s *Server) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCollectionRequest) (*httpbody.HttpBody, error) {
+func (s *Server) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCollectionRequest, params listing.Params, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
 	k, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), "", true)
 	if err != nil {
 		return nil, err
 	}
-	rm := httpx.RequestMetaFrom(ctx)
-	out, err := httpx.WriteOutput(rm, httpx.TargetRBACCollection)
-	if err != nil {
-		return nil, err
-	}
-	body, err := httpx.DecodeDeleteBody(rm, req.GetBody().GetData())
-	if err != nil {
-		return nil, err
-	}
-	opts, err := deleteOptions(body, rm.Query(), req.GetDryRun(), req.GracePeriodSeconds, req.GetPropagationPolicy())
-	if err != nil {
-		return nil, err
-	}
-	params := listing.Params{LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector()}
 	var all httpx.ListPage
 	for {
 		page, err := s.list(ctx, t, params)
@@ -449,33 +403,4 @@ func (s *Server) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteColl
 		params.ContinueToken = page.ContinueToken
 	}
 	return out.RenderTypedList(APIVersion, k.ListKind, all, func() ([]byte, error) { return listing.RenderTypedList(APIVersion, k.ListKind, all) })
-}
-
-// deleteOptions reads DeleteOptions from the body, else from the query,
-// and validates them as kube-apiserver does.
-func deleteOptions(body []byte, query url.Values, dryRun []string, grace *int64, propagation string) (*metav1.DeleteOptions, error) {
-	opts := &metav1.DeleteOptions{}
-	if len(body) > 0 {
-		if err := utiljson.Unmarshal(body, opts); err != nil {
-			return nil, listing.PlainError(err)
-		}
-	} else {
-		opts.DryRun = dryRun
-		opts.GracePeriodSeconds = grace
-		if propagation != "" {
-			pp := metav1.DeletionPropagation(propagation)
-			opts.PropagationPolicy = &pp
-		}
-		if v := query.Get("orphanDependents"); v != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return nil, apierrors.NewBadRequest(err.Error())
-			}
-			opts.OrphanDependents = &b //nolint:staticcheck // upstream still honours it
-		}
-	}
-	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {
-		return nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
-	}
-	return opts, nil
 }
