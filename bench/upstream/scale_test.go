@@ -44,6 +44,10 @@ import (
 // adds the server "crdplane-base" to the list: that binary measured beside
 // the current one.
 //
+// CRDPLANE_SCALE_PROFILE=dir writes crdplane's profiles there
+// (<server>-<n>-cpu.pprof over the creates, -heap.pprof with the CRDs idle,
+// -deleted-heap.pprof after deleting them).
+//
 // A server that has not established its N CRDs within CRDPLANE_SCALE_CAP
 // (default 10m) is recorded as far as it got and not run at larger counts.
 // The results go to CRDPLANE_SCALE_OUT (default ../scale/results) as
@@ -238,6 +242,22 @@ func runScale(ctx context.Context, t *testing.T, name string, n int, capDur time
 	if err != nil {
 		return r, err
 	}
+	profDir := os.Getenv("CRDPLANE_SCALE_PROFILE")
+	prof := func(kind, query string) {
+		if profDir == "" || s.ops == "" {
+			return
+		}
+		b, err := s.get(ctx, s.ops+"/debug/pprof/"+query, "")
+		if err == nil {
+			err = os.WriteFile(filepath.Join(profDir, fmt.Sprintf("%s-%d-%s.pprof", name, n, kind)), b, 0o644)
+		}
+		if err != nil {
+			slog.Warn("profile", "server", name, "kind", kind, "err", err)
+		}
+	}
+	var profiling sync.WaitGroup
+	profiling.Go(func() { prof("cpu", "profile?seconds=20") })
+	defer profiling.Wait()
 	began := time.Now()
 	created, err := s.createAll(phase, n, 8)
 	r.Created = created
@@ -259,6 +279,7 @@ func runScale(ctx context.Context, t *testing.T, name string, n int, capDur time
 	if r.RSS, r.Heap, err = s.memory(ctx); err != nil {
 		return r, err
 	}
+	prof("heap", "heap")
 
 	for range 3 {
 		d, err := s.apiResources(ctx, n)
@@ -300,6 +321,7 @@ func runScale(ctx context.Context, t *testing.T, name string, n int, capDur time
 	if r.DeletedRSS, r.DeletedHeap, err = s.memory(ctx); err != nil {
 		return r, err
 	}
+	prof("deleted-heap", "heap")
 	return r, nil
 }
 
