@@ -13,6 +13,9 @@ import (
 	"github.com/crdplane/crdplane/services/registry/leader"
 )
 
+// defaultWorkers is the default number of workers per CRD controller.
+const defaultWorkers = 4
+
 // Config configures the registry service.
 type Config struct {
 	// StorageAddr is the StorageService address: host:port, dns:///host:port
@@ -23,7 +26,10 @@ type Config struct {
 	// written. Required of a process (Validate); New accepts it empty
 	// (those checks skipped) for tests of the registry alone.
 	ValidatorAddr string
-	// Workers is the number of workers per controller (default 1).
+	// Workers is the number of workers per controller (default 4). Each
+	// sync ends in a storage write; one worker waits for every write of
+	// its controller in turn, so a burst of CRDs would be established at
+	// the speed of etcd's fsyncs one after another.
 	Workers int
 	// Elector decides when this replica runs the controllers. nil: an
 	// etcd election when EtcdEndpoints are set, else always (one replica).
@@ -50,7 +56,7 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.StorageAddr, "storage-addr", "localhost:7001", "StorageService address (host:port, dns:///host:port or inproc://name)")
 	fs.StringVar(&c.ValidatorAddr, "validator-addr", "localhost:7003", "ValidatorService address for the CEL and default checks of CRD writes (host:port, dns:///host:port or inproc://name; required)")
-	fs.IntVar(&c.Workers, "controller-workers", 1, "workers per CRD controller")
+	fs.IntVar(&c.Workers, "controller-workers", defaultWorkers, "workers per CRD controller (the names controller runs one)")
 	fs.DurationVar(&c.CleanupTimeout, "cleanup-timeout", time.Minute, "how long the CRD finalizer waits for a CRD's objects to be gone before retrying")
 	fs.Func("etcd-endpoints", "comma-separated etcd endpoints for leader election among registry replicas (empty: this replica always runs the controllers)", func(s string) error {
 		c.EtcdEndpoints = splitList(s)
@@ -89,7 +95,7 @@ func splitList(s string) []string {
 
 func (c *Config) setDefaults() {
 	if c.Workers <= 0 {
-		c.Workers = 1
+		c.Workers = defaultWorkers
 	}
 	if c.CleanupTimeout <= 0 {
 		c.CleanupTimeout = time.Minute

@@ -22,8 +22,11 @@ type informer struct {
 	client storagev1.StorageServiceClient
 	log    *slog.Logger
 
-	mu       sync.RWMutex
-	crds     map[string]*CRD
+	mu   sync.RWMutex
+	crds map[string]*CRD
+	// groups indexes crds by spec.group: the names controller reads one
+	// group per CRD it syncs, which must not cost a scan of every CRD.
+	groups   map[string]map[string]*CRD
 	deleted  map[string]int64 // revision at which a CRD was last seen deleted
 	synced   bool
 	syncedCh chan struct{}
@@ -31,7 +34,7 @@ type informer struct {
 }
 
 func newInformer(client storagev1.StorageServiceClient, log *slog.Logger) *informer {
-	return &informer{client: client, log: log, crds: map[string]*CRD{}, deleted: map[string]int64{}, syncedCh: make(chan struct{})}
+	return &informer{client: client, log: log, crds: map[string]*CRD{}, groups: map[string]map[string]*CRD{}, deleted: map[string]int64{}, syncedCh: make(chan struct{})}
 }
 
 // addHandler registers fn for every change (old nil on add, new nil on
@@ -48,6 +51,40 @@ func (in *informer) get(name string) (*CRD, bool) {
 	defer in.mu.RUnlock()
 	c, ok := in.crds[name]
 	return c, ok
+}
+
+// listGroup returns the CRDs of group, by name (do not modify them).
+func (in *informer) listGroup(group string) []*CRD {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	m := in.groups[group]
+	out := make([]*CRD, 0, len(m))
+	for _, c := range m {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// index records crd (nil: none) in place of old (nil: none) in groups;
+// in.mu is held.
+func (in *informer) index(old, crd *CRD) {
+	if old != nil {
+		if m := in.groups[old.Spec.Group]; m != nil {
+			delete(m, old.Name)
+			if len(m) == 0 {
+				delete(in.groups, old.Spec.Group)
+			}
+		}
+	}
+	if crd != nil {
+		m := in.groups[crd.Spec.Group]
+		if m == nil {
+			m = map[string]*CRD{}
+			in.groups[crd.Spec.Group] = m
+		}
+		m[crd.Name] = crd
+	}
 }
 
 // list returns every CRD, by name (do not modify them).
@@ -157,6 +194,10 @@ func (in *informer) replace(all map[string]*CRD) {
 		}
 	}
 	in.crds = all
+	in.groups = map[string]map[string]*CRD{}
+	for _, c := range all {
+		in.index(nil, c)
+	}
 	if !in.synced {
 		in.synced = true
 		close(in.syncedCh)
@@ -180,6 +221,7 @@ func (in *informer) observe(crd *CRD) {
 		return
 	}
 	in.crds[crd.Name] = crd
+	in.index(old, crd)
 	handlers := in.handlers
 	in.mu.Unlock()
 	for _, h := range handlers {
@@ -191,6 +233,9 @@ func (in *informer) remove(name string, rv int64) {
 	in.mu.Lock()
 	old, ok := in.crds[name]
 	delete(in.crds, name)
+	if ok {
+		in.index(old, nil)
+	}
 	in.deleted[name] = max(in.deleted[name], rv)
 	handlers := in.handlers
 	in.mu.Unlock()

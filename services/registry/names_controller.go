@@ -1,9 +1,11 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -13,7 +15,29 @@ import (
 // serves them: status.acceptedNames, the NamesAccepted condition, and
 // Established False ("Installing") until the establishing controller
 // confirms.
+//
+// The controller runs one worker, and the first stored wins a conflict: CRDs of the group stored before
+// name and not decided yet are decided first, whatever order concurrent
+// creates queued them in (each create queues its CRD when it is answered,
+// and answers race), so that the outcome is that of the creates one after
+// another.
 func (c *controllers) syncNames(ctx context.Context, name string) error {
+	if cur, ok := c.inf.get(name); ok && findCondition(cur, condNamesAccepted) == nil {
+		earlier := slices.DeleteFunc(c.inf.listGroup(cur.Spec.Group), func(o *CRD) bool {
+			return o.Name == name || findCondition(o, condNamesAccepted) != nil || rvOf(o) >= rvOf(cur)
+		})
+		slices.SortFunc(earlier, func(a, b *CRD) int { return cmp.Compare(rvOf(a), rvOf(b)) })
+		for _, o := range earlier {
+			if err := c.decideNames(ctx, o.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return c.decideNames(ctx, name)
+}
+
+// decideNames is syncNames for one CRD.
+func (c *controllers) decideNames(ctx context.Context, name string) error {
 	cur, ok := c.inf.get(name)
 	if !ok {
 		// a deleted CRD may free names others wait for
@@ -40,9 +64,8 @@ func (c *controllers) syncNames(ctx context.Context, name string) error {
 
 // requeueGroup queues the other CRDs of name's group.
 func (c *controllers) requeueGroup(name string) {
-	group := groupOf(name)
-	for _, other := range c.inf.list() {
-		if other.Spec.Group == group && other.Name != name {
+	for _, other := range c.inf.listGroup(groupOf(name)) {
+		if other.Name != name {
 			c.enqueue("names", other.Name)
 		}
 	}
@@ -52,10 +75,7 @@ func (c *controllers) requeueGroup(name string) {
 // names) and kinds (kind, listKind) of every CRD in group.
 func (c *controllers) usedNames(group string) (resources, kinds map[string]bool) {
 	resources, kinds = map[string]bool{}, map[string]bool{}
-	for _, crd := range c.inf.list() {
-		if crd.Spec.Group != group {
-			continue
-		}
+	for _, crd := range c.inf.listGroup(group) {
 		n := crd.Status.AcceptedNames
 		resources[n.Plural] = true
 		resources[n.Singular] = true

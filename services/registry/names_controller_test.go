@@ -62,12 +62,14 @@ func TestCalculateNames(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			inf := newInformer(nil, slog.Default())
-			inf.crds["foos.example.com"] = namesCRD("foos.example.com", "example.com", existing, existing)
-			// the same names in another group do not count
-			inf.crds["bazs.other.com"] = namesCRD("bazs.other.com", "other.com", tt.names, tt.names)
-			c := &controllers{inf: inf}
 			crd := namesCRD("bars.example.com", "example.com", tt.names, tt.accepted)
-			inf.crds[crd.Name] = crd
+			inf.replace(map[string]*CRD{
+				"foos.example.com": namesCRD("foos.example.com", "example.com", existing, existing),
+				// the same names in another group do not count
+				"bazs.other.com": namesCRD("bazs.other.com", "other.com", tt.names, tt.names),
+				crd.Name:         crd,
+			})
+			c := &controllers{inf: inf}
 			names, cond, est := c.calculateNames(crd)
 			if cond.Reason != tt.wantReason || cond.Message != tt.wantMsg {
 				t.Errorf("condition = %s %q", cond.Reason, cond.Message)

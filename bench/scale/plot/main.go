@@ -46,7 +46,7 @@ func main() {
 	}
 	for _, c := range charts {
 		svg := c.render(rows)
-		if err := os.WriteFile(filepath.Join(*out, c.file), []byte(svg), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(*out, c.file), []byte(svg), 0o600); err != nil {
 			slog.Error("write chart", "file", c.file, "err", err)
 			os.Exit(1)
 		}
