@@ -18,12 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/objsize"
-	"github.com/crdplane/crdplane/pkg/patch"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
@@ -261,15 +259,15 @@ func (s *Server) create(ctx context.Context, req *gatewayv1.CreateRequest) (*htt
 	if err != nil {
 		return nil, err
 	}
-	opts := &metav1.CreateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
-	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
-		return nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs)
+	wo, err := httpx.BuiltinCreateOptions(ctx, req.GetDryRun(), req.GetFieldManager(), req.GetFieldValidation())
+	if err != nil {
+		return nil, err
 	}
 	body, err := decodeBody(rm, req.GetBody().GetData())
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.ns.Create(ctx, &registryv1.CreateRequest{Object: body, Options: httpx.RegistryWriteOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)})
+	resp, err := s.ns.Create(ctx, &registryv1.CreateRequest{Object: body, Options: wo})
 	if err != nil {
 		return nil, err
 	}
@@ -296,17 +294,16 @@ func (s *Server) update(ctx context.Context, req *gatewayv1.UpdateRequest) (*htt
 	if err != nil {
 		return nil, err
 	}
-	opts := &metav1.UpdateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
-	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
-		return nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs)
+	wo, err := httpx.BuiltinUpdateOptions(ctx, req.GetDryRun(), req.GetFieldManager(), req.GetFieldValidation())
+	if err != nil {
+		return nil, err
 	}
 	body, err := decodeBody(rm, req.GetBody().GetData())
 	if err != nil {
 		return nil, err
 	}
 	resp, err := s.ns.Update(ctx, &registryv1.UpdateRequest{
-		Name: req.GetName(), Subresource: req.GetSubresource(), Object: body,
-		Options: httpx.RegistryWriteOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation),
+		Name: req.GetName(), Subresource: req.GetSubresource(), Object: body, Options: wo,
 	})
 	if err != nil {
 		return nil, err
@@ -336,21 +333,10 @@ func (s *Server) patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpb
 	if err != nil {
 		return nil, err
 	}
-	pt := patch.Type(rm.ContentType)
-	if !httpx.BuiltinPatchTypeAllowed(pt) {
-		// go-restful's 415 for a media type the route does not consume
-		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "", "415: Unsupported Media Type", 0, false)
+	pt, wo, err := httpx.BuiltinPatchOptions(ctx, req.GetDryRun(), req.GetFieldManager(), req.GetFieldValidation(), req.GetForce())
+	if err != nil {
+		return nil, err
 	}
-	opts := &metav1.PatchOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
-	if req.GetForce() {
-		force := true
-		opts.Force = &force
-	}
-	if errs := metav1validation.ValidatePatchOptions(opts, types.PatchType(pt)); len(errs) > 0 {
-		return nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs)
-	}
-	wo := httpx.RegistryWriteOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)
-	wo.Force = req.GetForce()
 	resp, err := s.ns.Patch(ctx, &registryv1.PatchRequest{
 		Name: req.GetName(), Subresource: req.GetSubresource(), PatchType: pt, Patch: req.GetBody().GetData(), Options: wo,
 	})

@@ -17,16 +17,11 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
-	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	"github.com/crdplane/crdplane/pkg/objsize"
-	"github.com/crdplane/crdplane/pkg/patch"
 	gatewayv1 "github.com/crdplane/crdplane/proto/crdplane/gateway/v1"
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
@@ -236,9 +231,9 @@ func (s *Server) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*htt
 	if err != nil {
 		return nil, err
 	}
-	opts := &metav1.CreateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
-	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
-		return nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs)
+	wo, err := httpx.BuiltinCreateOptions(ctx, req.GetDryRun(), req.GetFieldManager(), req.GetFieldValidation())
+	if err != nil {
+		return nil, err
 	}
 	body, err := decodeBody(rm, req.GetBody().GetData(), k)
 	if err != nil {
@@ -248,7 +243,7 @@ func (s *Server) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*htt
 		return nil, err
 	}
 	resp, err := s.rbac.Create(ctx, &registryv1.RBACServiceCreateRequest{Target: t, Request: &registryv1.CreateRequest{
-		Object: body, Options: httpx.RegistryWriteOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)}})
+		Object: body, Options: wo}})
 	if err != nil {
 		return nil, err
 	}
@@ -269,9 +264,9 @@ func (s *Server) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*htt
 	if err != nil {
 		return nil, err
 	}
-	opts := &metav1.UpdateOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
-	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
-		return nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs)
+	wo, err := httpx.BuiltinUpdateOptions(ctx, req.GetDryRun(), req.GetFieldManager(), req.GetFieldValidation())
+	if err != nil {
+		return nil, err
 	}
 	body, err := decodeBody(rm, req.GetBody().GetData(), k)
 	if err != nil {
@@ -281,7 +276,7 @@ func (s *Server) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*htt
 		return nil, err
 	}
 	resp, err := s.rbac.Update(ctx, &registryv1.RBACServiceUpdateRequest{Target: t, Request: &registryv1.UpdateRequest{
-		Name: req.GetName(), Object: body, Options: httpx.RegistryWriteOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)}})
+		Name: req.GetName(), Object: body, Options: wo}})
 	if err != nil {
 		return nil, err
 	}
@@ -305,20 +300,10 @@ func (s *Server) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpb
 	if err != nil {
 		return nil, err
 	}
-	pt := patch.Type(rm.ContentType)
-	if !httpx.BuiltinPatchTypeAllowed(pt) {
-		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "", "415: Unsupported Media Type", 0, false)
+	pt, wo, err := httpx.BuiltinPatchOptions(ctx, req.GetDryRun(), req.GetFieldManager(), req.GetFieldValidation(), req.GetForce())
+	if err != nil {
+		return nil, err
 	}
-	opts := &metav1.PatchOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager(), FieldValidation: req.GetFieldValidation()}
-	if req.GetForce() {
-		force := true
-		opts.Force = &force
-	}
-	if errs := metav1validation.ValidatePatchOptions(opts, types.PatchType(pt)); len(errs) > 0 {
-		return nil, fielderr.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs)
-	}
-	wo := httpx.RegistryWriteOptions(ctx, opts.DryRun, opts.FieldManager, opts.FieldValidation)
-	wo.Force = req.GetForce()
 	preq := &registryv1.PatchRequest{Name: req.GetName(), PatchType: pt, Patch: req.GetBody().GetData(), Options: wo}
 	if s.escalationApplies(ctx) {
 		dry := &registryv1.PatchRequest{Name: preq.Name, PatchType: pt, Patch: preq.Patch, Options: &registryv1.WriteOptions{
