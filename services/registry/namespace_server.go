@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -460,7 +459,7 @@ func (s *nsServer) Watch(req *registryv1.WatchRequest, stream registryv1.Namespa
 	if err != nil {
 		return kstatus.ToGRPC(err)
 	}
-	ws, err := s.st.client.Watch(stream.Context(), &storagev1.WatchRequest{
+	return relayWatch(s.st.client, &storagev1.WatchRequest{
 		Prefix:            nsPrefix,
 		ResourceVersion:   req.GetResourceVersion(),
 		LabelSelector:     req.GetLabelSelector(),
@@ -468,23 +467,5 @@ func (s *nsServer) Watch(req *registryv1.WatchRequest, stream registryv1.Namespa
 		SelectableFields:  nsSelectableFields,
 		SendInitialEvents: req.GetSendInitialEvents(),
 		AllowBookmarks:    req.GetAllowBookmarks(),
-	})
-	if err != nil {
-		return kstatus.ToGRPC(err)
-	}
-	for {
-		ev, err := ws.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			if stream.Context().Err() != nil {
-				return nil
-			}
-			return kstatus.ToGRPC(err)
-		}
-		if err := stream.Send(&registryv1.WatchResponse{Type: ev.GetType(), Object: ev.GetObject(), ResourceVersion: ev.GetResourceVersion()}); err != nil {
-			return err
-		}
-	}
+	}, stream)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strconv"
 
@@ -609,30 +608,12 @@ func (s *rbacServer) Watch(r *registryv1.RBACServiceWatchRequest, stream registr
 	if err != nil {
 		return kstatus.ToGRPC(err)
 	}
-	ws, err := s.client.Watch(stream.Context(), &storagev1.WatchRequest{
+	return relayWatch(s.client, &storagev1.WatchRequest{
 		Prefix:            k.prefix(ns),
 		ResourceVersion:   req.GetResourceVersion(),
 		LabelSelector:     req.GetLabelSelector(),
 		FieldSelector:     sel,
 		SendInitialEvents: req.GetSendInitialEvents(),
 		AllowBookmarks:    req.GetAllowBookmarks(),
-	})
-	if err != nil {
-		return kstatus.ToGRPC(err)
-	}
-	for {
-		ev, err := ws.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			if stream.Context().Err() != nil {
-				return nil
-			}
-			return kstatus.ToGRPC(err)
-		}
-		if err := stream.Send(&registryv1.WatchResponse{Type: ev.GetType(), Object: ev.GetObject(), ResourceVersion: ev.GetResourceVersion()}); err != nil {
-			return err
-		}
-	}
+	}, stream)
 }

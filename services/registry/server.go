@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -400,32 +399,14 @@ func (s *server) deleteOnce(ctx context.Context, req *registryv1.DeleteRequest) 
 
 // Watch follows CRD changes from the storage's watch.
 func (s *server) Watch(req *registryv1.WatchRequest, stream registryv1.RegistryService_WatchServer) error {
-	ws, err := s.st.client.Watch(stream.Context(), &storagev1.WatchRequest{
+	return relayWatch(s.st.client, &storagev1.WatchRequest{
 		Prefix:            crdPrefix,
 		ResourceVersion:   req.GetResourceVersion(),
 		LabelSelector:     req.GetLabelSelector(),
 		FieldSelector:     req.GetFieldSelector(),
 		SendInitialEvents: req.GetSendInitialEvents(),
 		AllowBookmarks:    req.GetAllowBookmarks(),
-	})
-	if err != nil {
-		return kstatus.ToGRPC(err)
-	}
-	for {
-		ev, err := ws.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			if stream.Context().Err() != nil {
-				return nil
-			}
-			return kstatus.ToGRPC(err)
-		}
-		if err := stream.Send(&registryv1.WatchResponse{Type: ev.GetType(), Object: ev.GetObject(), ResourceVersion: ev.GetResourceVersion()}); err != nil {
-			return err
-		}
-	}
+	}, stream)
 }
 
 // GetDiscovery renders a discovery document.
