@@ -437,10 +437,11 @@ func (s *raceServer) etcdKeys(ctx context.Context, t *testing.T) map[string]bool
 	}
 	keys := map[string]bool{}
 	for _, kv := range resp.Kvs {
-		// The server creates its built-in namespaces after it is ready;
-		// the test creates none.
-		if !strings.HasPrefix(string(kv.Key), "/registry/namespaces/") {
-			keys[string(kv.Key)] = true
+		// The server creates its built-in namespaces and its RBAC
+		// bootstrap policy after it is ready; the test creates neither.
+		k := string(kv.Key)
+		if !strings.HasPrefix(k, "/registry/namespaces/") && !strings.HasPrefix(k, "/registry/clusterroles/") && !strings.HasPrefix(k, "/registry/clusterrolebindings/") {
+			keys[k] = true
 		}
 	}
 	return keys
