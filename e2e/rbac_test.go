@@ -38,6 +38,17 @@ func TestRBACKubectl(t *testing.T) {
 	s.must(t, "create", "rolebinding", "alice-reads", "-n", "team-a", "--role=ct-reader", "--user=alice")
 	wantLines(t, s.must(t, "get", "roles", "-n", "team-a"), `^NAME\s+CREATED AT$`, `^ct-reader\s+\d{4}-\d\d-\d\dT`)
 	wantLines(t, s.must(t, "get", "rolebindings", "-n", "team-a", "-o", "wide"), `^NAME\s+ROLE\s+AGE\s+USERS\s+GROUPS\s+SERVICEACCOUNTS$`, `^alice-reads\s+Role/ct-reader\s+\S+\s+alice`)
+	// kubectl explain reads the group's OpenAPI (v1.33's schemas)
+	wantLines(t, s.must(t, "explain", "role.rules"), `^GROUP:\s+rbac.authorization.k8s.io$`, `^KIND:\s+Role$`, `^FIELD: rules <\[\]PolicyRule>$`, `Rules holds all the PolicyRules for this Role`)
+	wantLines(t, s.must(t, "explain", "clusterrolebinding.roleRef"), `^KIND:\s+ClusterRoleBinding$`, `RoleRef can only reference a ClusterRole in the global namespace`)
+	// a removed role is answered with a Status; Foreground marks it
+	s.must(t, "create", "role", "doomed", "-n", "team-a", "--verb=get", "--resource=crontabs.stable.example.com")
+	wantLines(t, s.must(t, "delete", "role", "doomed", "-n", "team-a", "--cascade=foreground", "--wait=false"), `^role.rbac.authorization.k8s.io "doomed" deleted$`)
+	if got := s.must(t, "get", "role", "doomed", "-n", "team-a", "-o", "jsonpath={.metadata.finalizers}"); got != `["foregroundDeletion"]` {
+		t.Errorf("foreground-deleted role's finalizers: %q", got)
+	}
+	s.must(t, "patch", "role", "doomed", "-n", "team-a", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+	s.fails(t, "get", "role", "doomed", "-n", "team-a")
 
 	alice := s.as(t, "alice", &clientcmdapi.AuthInfo{Token: "alice-token"})
 	bob := s.as(t, "bob", &clientcmdapi.AuthInfo{Token: "bob-token"})

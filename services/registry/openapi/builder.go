@@ -49,10 +49,11 @@ type Builder struct {
 	gvs    map[string]*gvState // "apis/<group>/<version>" served now (v2)
 	v3     map[string]*v3GV    // "apis/<group>/<version>" with a v3 document
 	apiext *Document           // apis/apiextensions.k8s.io/v1
-	core   *Document           // api/v1
-	index  *Document           // nil: stale
-	v2doc  *Document           // nil: stale
-	v2pb   *Document           // nil: stale
+	// builtin are the documents of builtinGroups, by path
+	builtin map[string]*Document
+	index   *Document // nil: stale
+	v2doc   *Document // nil: stale
+	v2pb    *Document // nil: stale
 }
 
 // gvState is one CRD group-version served now: its CRDs and its share of
@@ -63,10 +64,19 @@ type gvState struct {
 }
 
 // New returns a Builder holding only the static documents: apiextensions.k8s.io/v1
-// and core/v1 (Namespaces).
+// and the built-in groups (core/v1 Namespaces, rbac.authorization.k8s.io/v1).
 func New() *Builder {
-	return &Builder{crds: map[string]*CRD{}, gvs: map[string]*gvState{}, v3: map[string]*v3GV{}, apiext: render(apiextensionsDocument()), core: render(coreDocument())}
+	return &Builder{crds: map[string]*CRD{}, gvs: map[string]*gvState{}, v3: map[string]*v3GV{}, apiext: render(apiextensionsDocument()), builtin: builtinDocuments()}
 }
+
+// builtinDocuments are rendered once per process: they never change.
+var builtinDocuments = sync.OnceValue(func() map[string]*Document {
+	docs := make(map[string]*Document, len(builtinGroups))
+	for _, g := range builtinGroups {
+		docs[g.gvPath] = render(g.document())
+	}
+	return docs
+})
 
 // Update applies one CRD change (old nil: added; new nil: deleted),
 // marking the documents of the group-versions it touches.
@@ -187,9 +197,11 @@ func (b *Builder) Index() *Document {
 		}
 	}
 	parallel(len(stale), func(i int) { stale[i].doc = renderV3(stale[i]) })
-	paths := make(map[string]entry, len(b.v3)+2)
+	paths := make(map[string]entry, len(b.v3)+1+len(b.builtin))
 	paths[crdGVPath] = entry{ServerRelativeURL: "/openapi/v3/" + crdGVPath + "?hash=" + b.apiext.Hash}
-	paths[coreGVPath] = entry{ServerRelativeURL: "/openapi/v3/" + coreGVPath + "?hash=" + b.core.Hash}
+	for gv, d := range b.builtin {
+		paths[gv] = entry{ServerRelativeURL: "/openapi/v3/" + gv + "?hash=" + d.Hash}
+	}
 	for gv := range b.v3 {
 		paths[gv] = entry{ServerRelativeURL: "/openapi/v3/" + gv + "?hash=" + b.docLocked(gv).Hash}
 	}
@@ -203,11 +215,11 @@ func (b *Builder) Index() *Document {
 
 // Get returns the document of path ("apis/<group>/<version>").
 func (b *Builder) Get(path string) (*Document, bool) {
-	switch path {
-	case crdGVPath:
+	if path == crdGVPath {
 		return b.apiext, true
-	case coreGVPath:
-		return b.core, true
+	}
+	if d, ok := b.builtin[path]; ok {
+		return d, true
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

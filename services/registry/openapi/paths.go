@@ -31,6 +31,9 @@ type resource struct {
 	noDeleteCollection bool
 	// finalize: the resource has the finalize subresource (PUT only)
 	finalize bool
+	// idGroup is the group as operation ids spell it when it is not group:
+	// kube-apiserver's built-in groups drop ".k8s.io" (RbacAuthorizationV1)
+	idGroup string
 }
 
 // base is the prefix of r's paths: /api/<version>/ for the core group,
@@ -185,7 +188,7 @@ func (r resource) addPaths(paths map[string]any) {
 		"parameters": nsParams,
 	}
 	if !r.noDeleteCollection {
-		collection["delete"] = r.op("deletecollection", id("deleteCollection", ""), "delete collection of "+r.kind, deleteCollectionJSON, responses(statusRef, "200"), jsonBody(deleteOpts, false))
+		collection["delete"] = r.op("deletecollection", r.deleteCollectionID(nsInfix), "delete collection of "+r.kind, deleteCollectionJSON, responses(statusRef, "200"), jsonBody(deleteOpts, false))
 	}
 	paths[base+ns+r.plural] = collection
 	nameParams := prependJSON(param("name", "path", "string", "name of the "+r.kind), nsParams)
@@ -227,11 +230,25 @@ func (r resource) addPaths(paths map[string]any) {
 	}
 }
 
+// deleteCollectionID is the operation id of r's collection DELETE:
+// deleteCollection<GV><Kind> for custom resources, as apiextensions-apiserver
+// names it, delete<GV>Collection<Kind> for kube-apiserver's built-in kinds
+// (deleteRbacAuthorizationV1CollectionNamespacedRole).
+func (r resource) deleteCollectionID(nsInfix string) string {
+	if r.idGroup != "" {
+		return "delete" + r.tagID() + "Collection" + nsInfix + r.kind
+	}
+	return "deleteCollection" + r.tagID() + nsInfix + r.kind
+}
+
 // tagID is the group-version part of operation ids, e.g. StableExampleComV1
 // (CoreV1 for the core group).
 func (r resource) tagID() string {
 	group := r.group
-	if group == "" {
+	switch {
+	case r.idGroup != "":
+		group = r.idGroup
+	case group == "":
 		group = "core"
 	}
 	var b strings.Builder

@@ -447,7 +447,7 @@ func (r resource) addV2Paths(p *v2Parts) {
 		"parameters": scope,
 	}
 	if !r.noDeleteCollection {
-		collection["delete"] = r.v2Op("deletecollection", id("deleteCollection", ""), "delete collection of "+r.kind, prependJSON(v2Body(deleteOpts, false), v2DeleteCollectionRefs), v2Responses(statusRef, "200"), v2Consumes)
+		collection["delete"] = r.v2Op("deletecollection", r.deleteCollectionID(nsInfix), "delete collection of "+r.kind, prependJSON(v2Body(deleteOpts, false), v2DeleteCollectionRefs), v2Responses(statusRef, "200"), v2Consumes)
 	}
 	p.addPath(base+ns+r.plural, collection)
 	name := map[string]any{"name": "name", "in": "path", "required": true, "type": "string", "uniqueItems": true, "description": "name of the " + r.kind}
@@ -548,7 +548,7 @@ var v2Tail = func() []byte {
 }()
 
 // v2BasePart is the static share: the paths of apiextensions.k8s.io/v1,
-// the definitions every document needs and the core/v1 Namespace ones.
+// the definitions every document needs and the built-in groups' ones.
 func v2BasePart() *v2Part {
 	v2BaseOnce.Do(func() {
 		p := newV2Parts()
@@ -560,7 +560,9 @@ func v2BasePart() *v2Part {
 			schemaName: crdTypeName, listSchemaName: crdTypeName + "List", status: true, tag: "apiextensions_v1",
 		}
 		r.addV2Paths(p)
-		addCoreV2(p)
+		for _, g := range builtinGroups {
+			g.addV2(p)
+		}
 		for _, kind := range []string{"CustomResourceDefinition", "CustomResourceDefinitionList"} {
 			name := "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1." + kind
 			s := copySchema(definitionsV2()[name].Schema)
