@@ -209,6 +209,119 @@ func TestRBACEscalation(t *testing.T) {
 	g.eventually(http.StatusCreated, "POST", rbacV1+"/namespaces/team-a/rolebindings", bind, as("alice")...)
 }
 
+// TestRBACEscalationGCFields: as kube-apiserver, an update that changes
+// only ownerReferences or finalizers (what the garbage collector writes) is
+// not checked for escalation; any other change of the same object is.
+func TestRBACEscalationGCFields(t *testing.T) {
+	g := newRBACGateway(t)
+	g.expect(http.StatusCreated, "POST", rbacV1+"/namespaces/team-a/roles", map[string]any{
+		"metadata": map[string]any{"name": "role-admin"},
+		"rules": []any{map[string]any{"apiGroups": []any{"rbac.authorization.k8s.io"}, "resources": []any{"roles", "rolebindings"}, "verbs": []any{"get", "update", "patch"}}},
+	}, "Content-Type", "application/json")
+	g.expect(http.StatusCreated, "POST", rbacV1+"/namespaces/team-a/rolebindings", map[string]any{
+		"metadata": map[string]any{"name": "alice-admin"},
+		"roleRef":  map[string]any{"kind": "Role", "name": "role-admin"},
+		"subjects": []any{map[string]any{"kind": "User", "name": "alice"}},
+	})
+	g.expect(http.StatusCreated, "POST", rbacV1+"/namespaces/team-a/roles", map[string]any{
+		"metadata": map[string]any{"name": "wide"},
+		"rules":    []any{map[string]any{"apiGroups": []any{"*"}, "resources": []any{"*"}, "verbs": []any{"*"}}},
+	})
+	g.expect(http.StatusCreated, "POST", rbacV1+"/namespaces/team-a/rolebindings", map[string]any{
+		"metadata": map[string]any{"name": "wide-to-bob"},
+		"roleRef":  map[string]any{"kind": "Role", "name": "wide"},
+		"subjects": []any{map[string]any{"kind": "User", "name": "bob"}},
+	})
+	merge := append(as("alice"), "Content-Type", "application/merge-patch+json")
+	owner := `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Namespace","name":"team-a","uid":"6a1e3f0e-4b1c-4a39-9d2e-1f5b7c9d0a11"}]}}`
+	for _, path := range []string{rbacV1 + "/namespaces/team-a/roles/wide", rbacV1 + "/namespaces/team-a/rolebindings/wide-to-bob"} {
+		// finalizers and ownerReferences: allowed (once her binding is seen)
+		g.eventually(http.StatusOK, "PATCH", path, `{"metadata":{"finalizers":["example.com/keep"]}}`, merge...)
+		g.expect(http.StatusOK, "PATCH", path, owner, merge...)
+		got := g.expect(http.StatusOK, "GET", path, nil)
+		if md := toJSON(t, got["metadata"]); !strings.Contains(md, `"finalizers":["example.com/keep"]`) || !strings.Contains(md, `"ownerReferences":[`) {
+			t.Errorf("%s after the GC-field patches: %s", path, md)
+		}
+		// a PUT of what she read, finalizers removed: allowed
+		got["metadata"].(map[string]any)["finalizers"] = nil
+		g.expect(http.StatusOK, "PUT", path, got, as("alice")...)
+		// anything else: the escalation check, refused, nothing written
+		resp, body := g.do("PATCH", path, `{"metadata":{"labels":{"a":"b"}}}`, merge...)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), `is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"*\"], Resources:[\"*\"], Verbs:[\"*\"]}`) {
+			t.Errorf("%s: label patch: %d %s", path, resp.StatusCode, body)
+		}
+		resp, body = g.do("PATCH", path, `{"metadata":{"labels":{"a":"b"},"finalizers":["example.com/keep"]}}`, merge...)
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: label and finalizer patch: %d %s", path, resp.StatusCode, body)
+		}
+		if got := g.expect(http.StatusOK, "GET", path, nil); strings.Contains(toJSON(t, got["metadata"]), `"labels"`) || strings.Contains(toJSON(t, got["metadata"]), `finalizers`) {
+			t.Errorf("%s after the refused patches: %s", path, toJSON(t, got["metadata"]))
+		}
+	}
+}
+
+// TestRBACDelete: a removed object is answered with upstream's Status; the
+// propagation options set the garbage collector's finalizers, and an
+// object they (or its own finalizers) hold is marked and answered itself.
+func TestRBACDelete(t *testing.T) {
+	g := newTestGateway(t)
+	roles := rbacV1 + "/namespaces/a/roles"
+	mk := func(name string, fins ...string) string {
+		md := map[string]any{"name": name}
+		if len(fins) > 0 {
+			md["finalizers"] = fins
+		}
+		got := g.expect(http.StatusCreated, "POST", roles, map[string]any{"metadata": md})
+		return got["metadata"].(map[string]any)["uid"].(string)
+	}
+	uid := mk("plain")
+	got := g.expect(http.StatusOK, "DELETE", roles+"/plain", nil)
+	if want := `{"apiVersion":"v1","details":{"group":"rbac.authorization.k8s.io","kind":"roles","name":"plain","uid":"` + uid + `"},"kind":"Status","metadata":{},"status":"Success"}`; toJSON(t, got) != want {
+		t.Errorf("delete: %s, want %s", toJSON(t, got), want)
+	}
+	g.expect(http.StatusNotFound, "GET", roles+"/plain", nil)
+	finalizers := func(obj map[string]any) string {
+		md := obj["metadata"].(map[string]any)
+		if md["deletionTimestamp"] == nil {
+			return "not marked"
+		}
+		return toJSON(t, md["finalizers"])
+	}
+	for _, c := range []struct {
+		name, query, body string
+		own               []string
+		code              int
+		want              string
+	}{
+		{"fg", "?propagationPolicy=Foreground", "", nil, http.StatusOK, `["foregroundDeletion"]`},
+		{"orphan", "?propagationPolicy=Orphan", "", nil, http.StatusOK, `["orphan"]`},
+		{"od-false", "", `{"orphanDependents":false}`, nil, http.StatusAccepted, `["foregroundDeletion"]`},
+		{"own", "?propagationPolicy=Background", "", []string{"example.com/keep"}, http.StatusOK, `["example.com/keep"]`},
+		{"own-orphan", "?propagationPolicy=Orphan", "", []string{"example.com/keep", "foregroundDeletion"}, http.StatusOK, `["example.com/keep","orphan"]`},
+	} {
+		mk(c.name, c.own...)
+		var body any
+		if c.body != "" {
+			body = c.body
+		}
+		if got := g.expect(c.code, "DELETE", roles+"/"+c.name+c.query, body, "Content-Type", "application/json"); finalizers(got) != c.want {
+			t.Errorf("%s: answered finalizers %s, want %s", c.name, finalizers(got), c.want)
+		}
+		if got := g.expect(http.StatusOK, "GET", roles+"/"+c.name, nil); finalizers(got) != c.want {
+			t.Errorf("%s: stored finalizers %s, want %s", c.name, finalizers(got), c.want)
+		}
+		// the finalizers removed, the object goes
+		g.expect(http.StatusOK, "PATCH", roles+"/"+c.name, `{"metadata":{"finalizers":null}}`, "Content-Type", "application/merge-patch+json")
+		g.expect(http.StatusNotFound, "GET", roles+"/"+c.name, nil)
+	}
+	// a second delete of a marked object changes its finalizers as asked
+	mk("again", "example.com/keep")
+	g.expect(http.StatusOK, "DELETE", roles+"/again", nil)
+	if got := g.expect(http.StatusOK, "DELETE", roles+"/again?propagationPolicy=Foreground", nil); finalizers(got) != `["example.com/keep","foregroundDeletion"]` {
+		t.Errorf("second delete: %s", finalizers(got))
+	}
+}
+
 // TestRBACServed: the four kinds through the edge: YAML, protobuf, Tables,
 // lists across namespaces, 404s and 422s worded as upstream.
 func TestRBACServed(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -560,15 +561,21 @@ func (s *rbacServer) deleteOnce(ctx context.Context, k *rbacKind, ns string, req
 	if err != nil {
 		return nil, err
 	}
-	if len(cur.GetFinalizers()) > 0 {
-		if cur.GetDeletionTimestamp() != nil {
+	// the garbage collector's finalizers, as the options ask (upstream's
+	// store, garbage collection on): an object left with finalizers is
+	// marked, not removed
+	if fins := deleteFinalizers(cur.GetFinalizers(), req); len(fins) > 0 {
+		if cur.GetDeletionTimestamp() != nil && slices.Equal(fins, cur.GetFinalizers()) {
 			return cur, nil
 		}
 		obj, _ := cur.DeepCopyObject().(rbacObject)
-		t := now()
-		obj.SetDeletionTimestamp(&t)
-		var zero int64
-		obj.SetDeletionGracePeriodSeconds(&zero)
+		obj.SetFinalizers(fins)
+		if obj.GetDeletionTimestamp() == nil {
+			t := now()
+			obj.SetDeletionTimestamp(&t)
+			var zero int64
+			obj.SetDeletionGracePeriodSeconds(&zero)
+		}
 		if req.GetDryRun() {
 			return obj, nil
 		}

@@ -9,6 +9,7 @@ package rbac
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -18,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/crdplane/crdplane/pkg/kstatus"
@@ -272,7 +274,7 @@ func (s *Server) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*htt
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkEscalation(ctx, k, req.GetNamespace(), body); err != nil {
+	if err := s.checkUpdateEscalation(ctx, k, t, req.GetName(), body); err != nil {
 		return nil, err
 	}
 	resp, err := s.rbac.Update(ctx, &registryv1.RBACServiceUpdateRequest{Target: t, Request: &registryv1.UpdateRequest{
@@ -312,7 +314,7 @@ func (s *Server) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpb
 		if err != nil {
 			return nil, err
 		}
-		if err := s.checkEscalation(ctx, k, req.GetNamespace(), resp.GetObject()); err != nil {
+		if err := s.checkUpdateEscalation(ctx, k, t, req.GetName(), resp.GetObject()); err != nil {
 			return nil, err
 		}
 	}
@@ -338,11 +340,42 @@ func (s *Server) Delete(ctx context.Context, req *gatewayv1.DeleteRequest, opts 
 	if err != nil {
 		return nil, err
 	}
-	return out.Render(resp)
+	var obj struct {
+		Metadata struct {
+			Name       string    `json:"name"`
+			UID        types.UID `json:"uid"`
+			Finalizers []string  `json:"finalizers"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(resp, &obj); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if len(obj.Metadata.Finalizers) > 0 {
+		// still there, marked: the object, 202 when dependents were asked
+		// to go first with orphanDependents=false (upstream's handler)
+		if od := opts.OrphanDependents; od != nil && !*od { //nolint:staticcheck // upstream still honours it
+			httpx.SetHTTPCode(ctx, http.StatusAccepted)
+		}
+		return out.Render(resp)
+	}
+	// removed: upstream's store (ReturnDeletedObject unset) answers a
+	// Status naming it
+	st, err := json.Marshal(&metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusSuccess,
+		Details:  &metav1.StatusDetails{Name: obj.Metadata.Name, Group: Group, Kind: t.GetResource(), UID: obj.Metadata.UID},
+	})
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return out.Render(st)
 }
 
 func (s *Server) delete(ctx context.Context, t *registryv1.RBACTarget, name string, opts *metav1.DeleteOptions) ([]byte, error) {
-	dreq := &registryv1.DeleteRequest{Name: name, DryRun: len(opts.DryRun) > 0}
+	dreq := &registryv1.DeleteRequest{Name: name, DryRun: len(opts.DryRun) > 0, OrphanDependents: opts.OrphanDependents} //nolint:staticcheck // upstream still honours orphanDependents
+	if opts.PropagationPolicy != nil {
+		dreq.PropagationPolicy = string(*opts.PropagationPolicy)
+	}
 	if p := opts.Preconditions; p != nil {
 		if p.UID != nil {
 			dreq.PreconditionUid = string(*p.UID)
