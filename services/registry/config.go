@@ -11,6 +11,7 @@ import (
 
 	"github.com/crdplane/crdplane/pkg/etcdtls"
 	"github.com/crdplane/crdplane/services/registry/leader"
+	"github.com/crdplane/crdplane/services/registry/openapi"
 )
 
 // defaultWorkers is the default number of workers per CRD controller.
@@ -48,6 +49,10 @@ type Config struct {
 	// to disappear before it reports InstanceDeletionCheck and retries
 	// (default 1m, as upstream).
 	CleanupTimeout time.Duration
+	// OpenAPICacheBytes bounds the rendered /openapi/v3 group-version
+	// documents kept in memory (default 64 MiB); one not kept is rendered
+	// again from its CRD parts when asked for.
+	OpenAPICacheBytes int
 	// Logger is the service's logger (nil: slog.Default()).
 	Logger *slog.Logger
 }
@@ -57,6 +62,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.StorageAddr, "storage-addr", "localhost:7001", "StorageService address (host:port, dns:///host:port or inproc://name)")
 	fs.StringVar(&c.ValidatorAddr, "validator-addr", "localhost:7003", "ValidatorService address for the CEL and default checks of CRD writes (host:port, dns:///host:port or inproc://name; required)")
 	fs.IntVar(&c.Workers, "controller-workers", defaultWorkers, "workers per CRD controller (the names controller runs one)")
+	fs.IntVar(&c.OpenAPICacheBytes, "openapi-cache-bytes", openapi.DefaultDocumentCacheBytes, "bytes of rendered /openapi/v3 group-version documents kept in memory (one not kept is rendered again when asked for)")
 	fs.DurationVar(&c.CleanupTimeout, "cleanup-timeout", time.Minute, "how long the CRD finalizer waits for a CRD's objects to be gone before retrying")
 	fs.Func("etcd-endpoints", "comma-separated etcd endpoints for leader election among registry replicas (empty: this replica always runs the controllers)", func(s string) error {
 		c.EtcdEndpoints = splitList(s)
@@ -99,6 +105,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.CleanupTimeout <= 0 {
 		c.CleanupTimeout = time.Minute
+	}
+	if c.OpenAPICacheBytes <= 0 {
+		c.OpenAPICacheBytes = openapi.DefaultDocumentCacheBytes
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

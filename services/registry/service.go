@@ -93,7 +93,7 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.inf.addHandler(s.server.discovery.update)
 	s.ctrl = newControllers(log, s.inf, st, cfg.Workers, cleanupConfig{timeout: cfg.CleanupTimeout, poll: 100 * time.Millisecond})
 	// documents follow the informer, per group-version
-	s.openapi = openapi.New()
+	s.openapi = openapi.NewWithCache(cfg.OpenAPICacheBytes)
 	s.inf.addHandler(s.openapi.Update)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)

@@ -51,9 +51,11 @@ type Builder struct {
 	apiext *Document           // apis/apiextensions.k8s.io/v1
 	// builtin are the documents of builtinGroups, by path
 	builtin map[string]*Document
-	index   *Document // nil: stale
-	v2doc   *Document // nil: stale
-	v2pb    *Document // nil: stale
+	// bodies keeps the most recently used v3 group-version documents
+	bodies *bodyCache
+	index  *Document // nil: stale
+	v2doc  *Document // nil: stale
+	v2pb   *Document // nil: stale
 }
 
 // gvState is one CRD group-version served now: its CRDs and its share of
@@ -65,8 +67,15 @@ type gvState struct {
 
 // New returns a Builder holding only the static documents: apiextensions.k8s.io/v1
 // and the built-in groups (core/v1 Namespaces, rbac.authorization.k8s.io/v1).
-func New() *Builder {
-	return &Builder{crds: map[string]*CRD{}, gvs: map[string]*gvState{}, v3: map[string]*v3GV{}, apiext: render(apiextensionsDocument()), builtin: builtinDocuments()}
+func New() *Builder { return NewWithCache(DefaultDocumentCacheBytes) }
+
+// NewWithCache is New keeping at most cacheBytes of rendered v3
+// group-version documents: with thousands of CRDs their documents (some
+// 70 KB each) would be most of the registry's memory; one not kept is
+// rendered again, identical, when asked for.
+func NewWithCache(cacheBytes int) *Builder {
+	return &Builder{crds: map[string]*CRD{}, gvs: map[string]*gvState{}, v3: map[string]*v3GV{},
+		apiext: render(apiextensionsDocument()), builtin: builtinDocuments(), bodies: newBodyCache(cacheBytes)}
 }
 
 // builtinDocuments are rendered once per process: they never change.
@@ -151,10 +160,11 @@ func (b *Builder) updateV3(name string, new *CRD) bool {
 		for gv, st := range b.v3 {
 			if _, ok := st.parts[name]; ok {
 				delete(st.parts, name)
-				st.doc = nil
+				st.hash = ""
 				changed = true
 				if len(st.parts) == 0 {
 					delete(b.v3, gv)
+					b.bodies.remove(gv)
 				}
 			}
 		}
@@ -174,7 +184,7 @@ func (b *Builder) updateV3(name string, new *CRD) bool {
 			continue
 		}
 		st.parts[name] = &v3Part{crd: new, version: v.Name}
-		st.doc = nil
+		st.hash = ""
 		changed = true
 	}
 	return changed
@@ -190,20 +200,28 @@ func (b *Builder) Index() *Document {
 	type entry struct {
 		ServerRelativeURL string `json:"serverRelativeURL"`
 	}
-	var stale []*v3GV
-	for _, st := range b.v3 {
-		if st.doc == nil {
-			stale = append(stale, st)
+	// the stale documents are rendered in parallel for their hashes; the
+	// cache keeps the last ones rendered
+	var stale []string
+	for gv, st := range b.v3 {
+		if st.hash == "" {
+			stale = append(stale, gv)
 		}
 	}
-	parallel(len(stale), func(i int) { stale[i].doc = renderV3(stale[i]) })
+	docs := make([]*Document, len(stale))
+	parallel(len(stale), func(i int) { docs[i] = renderV3(b.v3[stale[i]]) })
+	for i, gv := range stale {
+		b.v3[gv].hash = docs[i].Hash
+		b.bodies.put(gv, docs[i])
+		docs[i] = nil
+	}
 	paths := make(map[string]entry, len(b.v3)+1+len(b.builtin))
 	paths[crdGVPath] = entry{ServerRelativeURL: "/openapi/v3/" + crdGVPath + "?hash=" + b.apiext.Hash}
 	for gv, d := range b.builtin {
 		paths[gv] = entry{ServerRelativeURL: "/openapi/v3/" + gv + "?hash=" + d.Hash}
 	}
 	for gv := range b.v3 {
-		paths[gv] = entry{ServerRelativeURL: "/openapi/v3/" + gv + "?hash=" + b.docLocked(gv).Hash}
+		paths[gv] = entry{ServerRelativeURL: "/openapi/v3/" + gv + "?hash=" + b.v3[gv].hash}
 	}
 	body, err := json.Marshal(map[string]any{"paths": paths})
 	if err != nil {
@@ -231,10 +249,15 @@ func (b *Builder) Get(path string) (*Document, bool) {
 
 func (b *Builder) docLocked(gv string) *Document {
 	st := b.v3[gv]
-	if st.doc == nil {
-		st.doc = renderV3(st)
+	if st.hash != "" {
+		if d := b.bodies.get(gv, st.hash); d != nil {
+			return d
+		}
 	}
-	return st.doc
+	d := renderV3(st)
+	st.hash = d.Hash
+	b.bodies.put(gv, d)
+	return d
 }
 
 // v2Parts returns every group-version's share of /openapi/v2, in order.

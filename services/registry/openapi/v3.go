@@ -30,10 +30,11 @@ package openapi
 
 import (
 	"bytes"
+	"compress/flate"
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"maps"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -129,8 +130,11 @@ type v3Part struct {
 	version string
 	built   bool
 	err     error
-	head    json.RawMessage            // {"openapi":...,"info":...
-	paths   map[string]json.RawMessage // path → path item
+	head    json.RawMessage // {"openapi":...,"info":...
+	// pathsZ is the path items, path → item, as one JSON object
+	// compressed with DEFLATE: some 40 KB of repetitive JSON per CRD
+	// version, 10× smaller kept so, inflated when a document is rendered
+	pathsZ  []byte
 	schemas map[string]json.RawMessage // component name → schema
 }
 
@@ -154,17 +158,21 @@ func (p *v3Part) build() {
 		return
 	}
 	p.head = head[:len(head)-1]
-	p.paths = map[string]json.RawMessage{}
+	paths := map[string]json.RawMessage{}
 	if s.Paths != nil {
 		for k, v := range s.Paths.Paths {
 			if !strings.HasPrefix(k, "/") {
 				continue
 			}
-			if p.paths[k], err = json.Marshal(v); err != nil {
+			if paths[k], err = json.Marshal(v); err != nil {
 				p.err = err
 				return
 			}
 		}
+	}
+	if p.pathsZ, err = deflate(paths); err != nil {
+		p.err = err
+		return
 	}
 	p.schemas = map[string]json.RawMessage{}
 	if s.Components != nil {
@@ -186,10 +194,12 @@ func (p *v3Part) build() {
 // v3GV is the OpenAPI v3 state of one group-version: the parts of the
 // CRDs that serve it, or served it (as upstream's openapiv3 controller, a
 // version that stops being served keeps its last document until its CRD
-// is deleted or no longer Established), and the merged document.
+// is deleted or no longer Established), and the merged document's hash.
 type v3GV struct {
 	parts map[string]*v3Part // by CRD name
-	doc   *Document          // nil: stale
+	// hash is the merged document's ("": stale); the Builder's cache may
+	// keep its body
+	hash string
 }
 
 // renderV3 merges the parts of a group-version (building the ones not
@@ -227,7 +237,10 @@ parts:
 				schemas[k] = v
 			}
 		}
-		maps.Copy(paths, p.paths)
+		if err := inflateInto(paths, p.pathsZ); err != nil {
+			// kept by build itself: cannot happen short of memory corruption
+			panic(fmt.Sprintf("openapi: paths of %s %s: %v", name, p.version, err))
+		}
 	}
 	var b bytes.Buffer
 	if head == nil {
@@ -253,6 +266,33 @@ const (
 	metaGVPrefix        = "io.k8s.apimachinery.pkg.apis.meta.v1"
 	autoscalingGVPrefix = "io.k8s.api.autoscaling.v1"
 )
+
+// deflate renders m as a JSON object (writeObject) compressed with DEFLATE.
+func deflate(m map[string]json.RawMessage) ([]byte, error) {
+	var raw bytes.Buffer
+	writeObject(&raw, m)
+	var z bytes.Buffer
+	w, err := flate.NewWriter(&z, flate.BestSpeed)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(raw.Bytes()); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return bytes.Clone(z.Bytes()), nil
+}
+
+// inflateInto adds the members of a deflated JSON object to m.
+func inflateInto(m map[string]json.RawMessage, z []byte) error {
+	raw, err := io.ReadAll(flate.NewReader(bytes.NewReader(z)))
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, &m)
+}
 
 // writeObject writes m as a JSON object, keys sorted.
 func writeObject(b *bytes.Buffer, m map[string]json.RawMessage) {

@@ -1,0 +1,107 @@
+package openapi
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"testing"
+)
+
+func crontabIn(i int) *CRD {
+	c := crontab(true)
+	c.Name = fmt.Sprintf("crontabs.g%d.example.com", i)
+	c.Spec.Group = fmt.Sprintf("g%d.example.com", i)
+	c.UID = "u"
+	c.Generation = 1
+	return c
+}
+
+// A document the cache let go is rendered again, identical, and the
+// index's hashes do not change.
+func TestDocumentCacheEviction(t *testing.T) {
+	big, small := New(), NewWithCache(1) // small keeps none
+	for i := range 3 {
+		big.Update(nil, crontabIn(i))
+		small.Update(nil, crontabIn(i))
+	}
+	if !bytes.Equal(big.Index().Body, small.Index().Body) {
+		t.Fatalf("indexes differ:\n%s\n%s", big.Index().Body, small.Index().Body)
+	}
+	for i := range 3 {
+		gv := fmt.Sprintf("apis/g%d.example.com/v1", i)
+		want, _ := big.Get(gv)
+		for range 2 {
+			got, ok := small.Get(gv)
+			if !ok || !bytes.Equal(got.Body, want.Body) || got.Hash != want.Hash {
+				t.Fatalf("%s rendered again differs", gv)
+			}
+		}
+	}
+	if n := len(small.bodies.byGV); n != 0 {
+		t.Fatalf("a 1-byte cache keeps %d documents", n)
+	}
+	// a change makes the document stale, in the cache too
+	before, _ := big.Get("apis/g0.example.com/v1")
+	c := crontabIn(0)
+	c.Generation = 2
+	c.Spec.Versions[0].Subresources = nil
+	big.Update(crontabIn(0), c)
+	after, _ := big.Get("apis/g0.example.com/v1")
+	if after == nil || after.Hash == before.Hash || bytes.Equal(after.Body, before.Body) || !bytes.Contains(big.Index().Body, []byte(after.Hash)) {
+		t.Fatalf("after a change the document or the index is stale")
+	}
+	// the LRU order: the most recently used stays
+	cache := newBodyCache(10)
+	cache.put("a", &Document{Body: []byte("12345"), Hash: "a"})
+	cache.put("b", &Document{Body: []byte("12345"), Hash: "b"})
+	cache.get("a", "a")
+	cache.put("c", &Document{Body: []byte("12345"), Hash: "c"})
+	if cache.get("a", "a") == nil || cache.get("b", "b") != nil || cache.get("c", "c") == nil || cache.size != 10 {
+		t.Fatalf("LRU kept %v (size %d)", cache.byGV, cache.size)
+	}
+	if cache.get("a", "other") != nil || cache.size != 5 {
+		t.Fatalf("a stale hash is served, or kept")
+	}
+}
+
+func heapInuse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// The v3 documents of N CRDs keep a few KiB per CRD beyond the cache
+// (issue 17's per-CRD budget): each part's path items deflated, its own
+// schemas, the group-version's hash; the meta.v1 schemas shared. Before
+// the cache and the deflated parts this was 159 KiB per CRD.
+func TestV3MemoryPerCRD(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds 300 CRD parts")
+	}
+	const n = 300
+	crds := make([]*CRD, n)
+	for i := range crds {
+		crds[i] = crontabIn(i)
+	}
+	base := heapInuse()
+	b := NewWithCache(1 << 20)
+	for _, c := range crds {
+		b.Update(nil, c)
+	}
+	b.Index()
+	per := (int64(heapInuse()) - int64(base) - 1<<20) / n
+	t.Logf("v3 documents: %d KiB per CRD beyond a 1 MiB cache", per/1024)
+	if per > 32<<10 {
+		t.Errorf("v3 documents keep %d KiB per CRD, budget 32 KiB", per/1024)
+	}
+	for _, c := range crds {
+		b.Update(c, nil)
+	}
+	b.Index()
+	if left := int64(heapInuse()) - int64(base); left > 1<<20 {
+		t.Errorf("after deleting every CRD the builder keeps %d KiB", left/1024)
+	}
+	runtime.KeepAlive(b)
+}
