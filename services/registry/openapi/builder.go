@@ -208,12 +208,18 @@ func (b *Builder) Index() *Document {
 			stale = append(stale, gv)
 		}
 	}
-	docs := make([]*Document, len(stale))
-	parallel(len(stale), func(i int) { docs[i] = renderV3(b.v3[stale[i]]) })
-	for i, gv := range stale {
-		b.v3[gv].hash = docs[i].Hash
-		b.bodies.put(gv, docs[i])
-		docs[i] = nil
+	// in batches, so that thousands of stale documents (the first index
+	// after a restart) are not all held at once
+	const batch = 256
+	docs := make([]*Document, min(batch, len(stale)))
+	for start := 0; start < len(stale); start += batch {
+		gvs := stale[start:min(start+batch, len(stale))]
+		parallel(len(gvs), func(i int) { docs[i] = renderV3(b.v3[gvs[i]]) })
+		for i, gv := range gvs {
+			b.v3[gv].hash = docs[i].Hash
+			b.bodies.put(gv, docs[i])
+			docs[i] = nil
+		}
 	}
 	paths := make(map[string]entry, len(b.v3)+1+len(b.builtin))
 	paths[crdGVPath] = entry{ServerRelativeURL: "/openapi/v3/" + crdGVPath + "?hash=" + b.apiext.Hash}
