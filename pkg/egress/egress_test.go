@@ -253,3 +253,51 @@ egressSelections:
 		t.Fatalf("absent file: %v", err)
 	}
 }
+
+// TestGRPCKonnectivity: the GRPC proxy protocol (konnectivity, over a
+// Unix socket) through upstream's dialer, against a konnectivity server.
+func TestGRPCKonnectivity(t *testing.T) {
+	backend := echo(t)
+	k := egresstest.StartKonnectivity(t, filepath.Join(t.TempDir(), "konnectivity.sock"), map[string]string{privateName: backend})
+	s := selector(t, `apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+- name: cluster
+  connection:
+    proxyProtocol: GRPC
+    transport:
+      uds:
+        udsName: `+k.Socket+`
+`)
+	d := s.Dialer(egress.Cluster)
+	if d.Protocol() != "GRPC" {
+		t.Fatalf("protocol %s", d.Protocol())
+	}
+	for range 2 {
+		if err := roundTrip(t, d, privateName); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k.Dials() != 2 || strings.Join(k.Targets(), ",") != privateName+","+privateName {
+		t.Fatalf("%d dials, targets %v", k.Dials(), k.Targets())
+	}
+	// The backend refusing: the server's dial error, through upstream's
+	// client.
+	k = egresstest.StartKonnectivity(t, filepath.Join(t.TempDir(), "down.sock"), map[string]string{privateName: "127.0.0.1:1"})
+	s = selector(t, `apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+- name: cluster
+  connection:
+    proxyProtocol: GRPC
+    transport:
+      uds:
+        udsName: `+k.Socket+`
+`)
+	err := roundTrip(t, s.Dialer(egress.Cluster), privateName)
+	if want := "dial tcp 127.0.0.1:1: connect: connection refused"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want it to contain %s", err, want)
+	}
+	// (With the server gone, upstream's GRPC dialer retries the socket
+	// for 30s whatever the context: not tested here.)
+}

@@ -56,7 +56,7 @@ func privateWebhook(t *testing.T, fw http.Handler) (caPEM []byte, addr string) {
 
 // egressConfig is an EgressSelectorConfiguration with the cluster and
 // controlplane selections through an HTTPConnect transport.
-func egressConfig(t *testing.T, transport string) *egress.Selector {
+func egressConfig(t testing.TB, transport string) *egress.Selector {
 	t.Helper()
 	c := Config{EgressSelectorConfigFile: egresstest.WriteConfig(t, fmt.Sprintf(`apiVersion: apiserver.k8s.io/v1beta1
 kind: EgressSelectorConfiguration
@@ -151,6 +151,43 @@ func TestEgressHTTPConnect(t *testing.T) {
 				c.Close()
 			}
 		})
+	}
+}
+
+// TestEgressKonnectivity: the GRPC proxy protocol (a konnectivity server
+// on a Unix socket, one tunnel per connection) to the private webhook.
+func TestEgressKonnectivity(t *testing.T) {
+	fw := &fakeWebhook{}
+	caPEM, addr := privateWebhook(t, fw)
+	_, port, _ := net.SplitHostPort(addr)
+	// The konnectivity server dials from the proxy's address.
+	k := egresstest.StartKonnectivity(t, filepath.Join(t.TempDir(), "konnectivity.sock"), map[string]string{privateService + ":" + port: addr})
+	k.LocalAddr = proxySource
+	c := Config{EgressSelectorConfigFile: egresstest.WriteConfig(t, `apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+- name: cluster
+  connection:
+    proxyProtocol: GRPC
+    transport:
+      uds:
+        udsName: `+k.Socket+`
+`)}
+	if err := c.LoadEgress(); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := net.LookupPort("tcp", port)
+	path, svcPort := "/convert", int32(p)
+	bySvc := crd(apiextensionsv1.WebhookClientConfig{CABundle: caPEM, Service: &apiextensionsv1.ServiceReference{Namespace: "private", Name: "conversion", Path: &path, Port: &svcPort}})
+	conv := New(c)
+	defer conv.Close()
+	for _, name := range []string{"a", "b"} {
+		if _, err := conv.Convert(context.Background(), bySvc, v1, [][]byte{cronTab(beta, name)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k.Dials() != 1 || fw.reviews.Load() != 2 || k.Targets()[0] != privateService+":"+port {
+		t.Fatalf("%d dials (%v), %d reviews", k.Dials(), k.Targets(), fw.reviews.Load())
 	}
 }
 
