@@ -221,7 +221,7 @@ func tunnelHTTPConnect(ctx context.Context, proxyConn net.Conn, proxyAddress, ad
 	res, err := http.ReadResponse(br, nil)
 	if err != nil {
 		_ = proxyConn.Close()
-		return nil, fmt.Errorf("reading HTTP response from CONNECT to %s via proxy %s failed: %v", //nolint:errorlint // upstream's wording
+		return nil, fmt.Errorf("reading HTTP response from CONNECT to %s via proxy %s failed: %w",
 			addr, proxyAddress, err)
 	}
 	if res.StatusCode != http.StatusOK {
