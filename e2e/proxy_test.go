@@ -155,7 +155,12 @@ func TestKubectlProxy(t *testing.T) {
 		Spec     struct{ Replicas int } `json:"spec"`
 	}
 	curlWatch := startBackground(t, "curl", "-sN", proxy+cronTabsPath+"?watch=1&resourceVersion="+list.Metadata.ResourceVersion)
-	kubectlWatch := startBackground(t, kubectlBinary(), k("get", "crontabs", "--watch-only", "-o", "name")...)
+	// kubectl's watch lists first (it prints the existing "a-first"), then
+	// watches from the list's resourceVersion: nothing created after the
+	// list is missed.
+	mustKubectlAt(t, cronTabJSON("a-first"), k("create", "-f", "-")...)
+	kubectlWatch := startBackground(t, kubectlBinary(), k("get", "crontabs", "--watch", "-o", "name")...)
+	kubectlWatch.waitFor(t, "crontab.stable.example.com/a-first")
 
 	code, body = curl(t, "-X", "POST", "-H", "Content-Type: application/json", "-d", cronTabJSON("by-curl"), proxy+cronTabsPath)
 	if err := json.Unmarshal([]byte(body), &obj); err != nil || code != 201 || obj.Metadata.Name != "by-curl" {
@@ -168,12 +173,13 @@ func TestKubectlProxy(t *testing.T) {
 
 	// kubectl -s: create and get.
 	mustKubectlAt(t, cronTabJSON("by-kubectl"), k("create", "-f", "-")...)
-	if out := mustKubectlAt(t, "", k("get", "crontabs", "-o", "name")...); out != "crontab.stable.example.com/by-curl\ncrontab.stable.example.com/by-kubectl\n" {
+	if out := mustKubectlAt(t, "", k("get", "crontabs", "-o", "name")...); out != "crontab.stable.example.com/a-first\ncrontab.stable.example.com/by-curl\ncrontab.stable.example.com/by-kubectl\n" {
 		t.Fatalf("kubectl get through the proxy: %q", out)
 	}
 
 	// Both watches see both creations.
 	curlWatch.waitFor(t, `"by-kubectl"`)
+	kubectlWatch.waitFor(t, "crontab.stable.example.com/by-curl")
 	kubectlWatch.waitFor(t, "crontab.stable.example.com/by-kubectl")
 	var events []string
 	for d := json.NewDecoder(strings.NewReader(curlWatch.out.String())); ; {
@@ -189,12 +195,12 @@ func TestKubectlProxy(t *testing.T) {
 		}
 		events = append(events, ev.Type+" "+ev.Object.Kind+" "+ev.Object.Metadata.Name)
 	}
-	if got := strings.Join(events, ", "); got != "ADDED CronTab by-curl, ADDED CronTab by-kubectl" {
+	if got := strings.Join(events, ", "); got != "ADDED CronTab a-first, ADDED CronTab by-curl, ADDED CronTab by-kubectl" {
 		t.Fatalf("curl watch events: %s\n%s", got, curlWatch.out.String())
 	}
 
 	// Written once each: the server's own view.
-	if out := s.must(t, "get", "crontabs", "-o", "jsonpath={.items[*].metadata.name}"); out != "by-curl by-kubectl" {
+	if out := s.must(t, "get", "crontabs", "-o", "jsonpath={.items[*].metadata.name}"); out != "a-first by-curl by-kubectl" {
 		t.Fatalf("stored: %q", out)
 	}
 }
