@@ -236,9 +236,12 @@ func TestAttacksRefusedAndAudited(t *testing.T) {
 	escalation := `rolebindings.rbac.authorization.k8s.io "bob-admin" is forbidden: user "bob" (groups=["devs" "system:authenticated"]) is attempting to grant RBAC permissions not currently held:
 {APIGroups:["*"], Resources:["*"], Verbs:["*"]}
 {NonResourceURLs:["*"], Verbs:["*"]}`
-	for deadline := time.Now().Add(10 * time.Second); ; { // bob's RoleBinding reaches the gateway's policy
+	// bob's RoleBinding reaches the gateway's policy, and the bootstrap
+	// policy (cluster-admin) is written.
+	for deadline := time.Now().Add(10 * time.Second); ; {
 		out, _, _ := s.kubectl(t, "", "auth", "can-i", "create", "rolebindings", "--as=bob", "--as-group=devs")
-		if strings.TrimSpace(out) == "yes" {
+		_, _, err := s.kubectl(t, "", "get", "clusterrole", "cluster-admin")
+		if strings.TrimSpace(out) == "yes" && err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
