@@ -301,3 +301,29 @@ egressSelections:
 	// (With the server gone, upstream's GRPC dialer retries the socket
 	// for 30s whatever the context: not tested here.)
 }
+
+// TestMasterIsControlPlane: the deprecated selection name "master" is
+// controlplane (upstream's v1beta1 conversion).
+func TestMasterIsControlPlane(t *testing.T) {
+	backend := echo(t)
+	proxy := egresstest.Start(t, egresstest.Options{Hosts: map[string]string{privateName: backend}})
+	s := selector(t, `apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+- name: master
+  connection:
+    proxyProtocol: HTTPConnect
+    transport:
+      tcp:
+        url: `+proxy.URL+`
+`)
+	if d := s.Dialer(egress.ControlPlane); d.Direct() {
+		t.Fatal("controlplane is direct")
+	}
+	if err := roundTrip(t, s.Dialer(egress.ControlPlane), privateName); err != nil || proxy.Connects() != 1 {
+		t.Fatalf("%v, %d CONNECTs", err, proxy.Connects())
+	}
+	if !s.Dialer(egress.Cluster).Direct() {
+		t.Fatal("cluster is not direct")
+	}
+}
