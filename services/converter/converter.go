@@ -51,6 +51,9 @@ func (c *Config) Validate() error {
 	if c.RegistryAddr == "" {
 		return errors.New("--registry-addr is required: the converter follows the registry's CRD watch")
 	}
+	if err := c.Webhook.LoadEgress(); err != nil {
+		return fmt.Errorf("--egress-selector-config-file: %w", err)
+	}
 	return nil
 }
 
@@ -73,6 +76,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if cfg.CRDWait <= 0 {
 		cfg.CRDWait = 5 * time.Second
+	}
+	if err := cfg.Webhook.LoadEgress(); err != nil {
+		return nil, fmt.Errorf("converter: --egress-selector-config-file: %w", err)
 	}
 	conn, err := grpcx.Dial(cfg.RegistryAddr)
 	if err != nil {

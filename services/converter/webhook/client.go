@@ -23,6 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "sigs.k8s.io/json"
+
+	"github.com/crdplane/crdplane/pkg/egress"
 )
 
 // target is how one generation of a CRD's conversion webhook is called.
@@ -153,6 +155,10 @@ func (ts *targets) build(crd *apiextensionsv1.CustomResourceDefinition) *target 
 		u        *url.URL
 		dialFrom string // the service's host:port, dialled at dialTo instead
 		dialTo   string
+		// The egress selection, as upstream's webhook clients
+		// (NewDefaultAuthenticationInfoResolverWrapper): controlplane for a
+		// URL, cluster for a service.
+		selection = egress.ControlPlane
 	)
 	switch {
 	case cc.URL != nil:
@@ -173,6 +179,7 @@ func (ts *targets) build(crd *apiextensionsv1.CustomResourceDefinition) *target 
 		dialFrom = net.JoinHostPort(cc.Service.Name+"."+cc.Service.Namespace+".svc", strconv.Itoa(int(port)))
 		dialTo = ts.cfg.serviceAddr(cc.Service.Namespace, cc.Service.Name, port)
 		u = &url.URL{Scheme: "https", Host: dialFrom, Path: path}
+		selection = egress.Cluster
 	default:
 		t.err = errors.New("the conversion webhook client configuration has neither url nor service")
 		return t
@@ -182,7 +189,7 @@ func (ts *targets) build(crd *apiextensionsv1.CustomResourceDefinition) *target 
 	u.RawQuery = q.Encode()
 	t.url = u.String()
 
-	key, client, err := ts.client(cc.CABundle, dialFrom, dialTo)
+	key, client, err := ts.client(cc.CABundle, dialFrom, dialTo, selection)
 	if err != nil {
 		t.err = err
 		return t
@@ -192,10 +199,11 @@ func (ts *targets) build(crd *apiextensionsv1.CustomResourceDefinition) *target 
 }
 
 // client returns the shared HTTP client for a CA bundle (system roots when
-// empty) and a dial redirection (none when from is empty).
-func (ts *targets) client(caBundle []byte, from, to string) (string, *http.Client, error) {
+// empty), a dial redirection (none when from is empty) and an egress
+// selection (its proxy, when the egress configuration names one).
+func (ts *targets) client(caBundle []byte, from, to string, selection egress.Name) (string, *http.Client, error) {
 	sum := sha256.Sum256(caBundle)
-	key := fmt.Sprintf("%x|%s|%s", sum, from, to)
+	key := fmt.Sprintf("%x|%s|%s|%s", sum, from, to, selection)
 	if c, ok := ts.clients[key]; ok {
 		return key, c.client, nil
 	}
@@ -207,7 +215,10 @@ func (ts *targets) client(caBundle []byte, from, to string) (string, *http.Clien
 		}
 		tlsConfig.RootCAs = pool
 	}
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	dial := (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	if d := ts.cfg.Egress.Dialer(selection); !d.Direct() {
+		dial = d.DialContext
+	}
 	tr := &http.Transport{
 		TLSClientConfig:     tlsConfig,
 		ForceAttemptHTTP2:   true,
@@ -218,7 +229,7 @@ func (ts *targets) client(caBundle []byte, from, to string) (string, *http.Clien
 			if from != "" && addr == from {
 				addr = to
 			}
-			return dialer.DialContext(ctx, network, addr)
+			return dial(ctx, network, addr)
 		},
 	}
 	if from == "" {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/crdplane/crdplane/pkg/egress"
 )
 
 // Defaults of Config's zero values.
@@ -74,6 +76,33 @@ type Config struct {
 	// ("": "{name}.{namespace}.svc:{port}", the in-cluster name). A pattern
 	// without a port gets the service's port.
 	ServiceDNSPattern string
+	// EgressSelectorConfigFile is kube-apiserver's
+	// --egress-selector-config-file: an EgressSelectorConfiguration whose
+	// cluster selection carries the calls to webhooks named by
+	// clientConfig.service and whose controlplane selection those to
+	// webhooks named by clientConfig.url (Direct when absent). Read by
+	// LoadEgress into Egress.
+	EgressSelectorConfigFile string
+	// Egress routes the webhooks' connections (nil: every one Direct).
+	Egress *egress.Selector
+}
+
+// LoadEgress reads EgressSelectorConfigFile into Egress (nothing without
+// a file), with kube-apiserver's checks and wording.
+func (c *Config) LoadEgress() error {
+	if c.EgressSelectorConfigFile == "" || c.Egress != nil {
+		return nil
+	}
+	cfg, err := egress.ReadConfigFile(c.EgressSelectorConfigFile)
+	if err != nil {
+		return err
+	}
+	sel, err := egress.New(cfg)
+	if err != nil {
+		return fmt.Errorf("failed to setup egress selector with config %#v: %w", cfg, err)
+	}
+	c.Egress = sel
+	return nil
 }
 
 // RegisterFlags adds the webhook conversion flags to fs.
@@ -88,6 +117,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.ServiceEndpoints = EndpointMap{}
 	}
 	fs.Var(c.ServiceEndpoints, "service-endpoint", "address to dial for a conversion webhook's clientConfig.service, as name.namespace[:port]=host:port (repeatable, or comma-separated); e.g. crontab-conversion.default=127.0.0.1:9443")
+	fs.StringVar(&c.EgressSelectorConfigFile, "egress-selector-config-file", "", "File with apiserver egress selector configuration (kube-apiserver's EgressSelectorConfiguration, apiserver.k8s.io/v1beta1): conversion webhooks named by clientConfig.service are dialled through its cluster selection, those named by clientConfig.url through its controlplane selection (Direct, HTTPConnect over TCP or a Unix socket, GRPC over a Unix socket); none: direct")
 	fs.StringVar(&c.ServiceDNSPattern, "service-dns-pattern", DefaultServiceDNSPattern, "address dialled for a clientConfig.service without a --service-endpoint entry; {name}, {namespace} and {port} are replaced (docker compose: {name}:{port})")
 }
 
