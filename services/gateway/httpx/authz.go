@@ -79,6 +79,9 @@ type Authorizer struct {
 	info  request.RequestInfoFactory
 	// allowAll: the only mode is AlwaysAllow (no attributes to build).
 	allowAll bool
+	// fixed is the number of authorizers before the modes in chain
+	// (system:masters, the always-allowed paths).
+	fixed int
 }
 
 type namedAuthorizer struct {
@@ -121,6 +124,7 @@ func NewAuthorizer(cfg AuthzConfig) (*Authorizer, error) {
 		}
 		add("AlwaysAllowPaths", pa)
 	}
+	a.fixed = len(a.chain)
 	seen := map[string]bool{}
 	for _, m := range modes {
 		if seen[m] {
@@ -222,7 +226,7 @@ func (a *Authorizer) AuthorizeRequest(w http.ResponseWriter, r *http.Request, u 
 		return true
 	}
 	if a.allowAll {
-		a.chain[1].allowed.Inc()
+		a.chain[a.fixed].allowed.Inc()
 		audit.AddAuditAnnotations(ctx, decisionAnnotation, decisionAllow, reasonAnnotation, "")
 		return true
 	}
@@ -327,7 +331,7 @@ func (a *Authorizer) decide(ctx context.Context, attrs authorizer.Attributes) (a
 
 // HasMode reports whether mode is configured.
 func (a *Authorizer) HasMode(mode string) bool {
-	for _, az := range a.chain[1:] {
+	for _, az := range a.chain[a.fixed:] {
 		if az.mode == mode {
 			return true
 		}
@@ -338,7 +342,7 @@ func (a *Authorizer) HasMode(mode string) bool {
 // Modes are the configured modes, in order (printed at startup).
 func (a *Authorizer) Modes() []string {
 	var modes []string
-	for _, az := range a.chain[1:] {
+	for _, az := range a.chain[a.fixed:] {
 		modes = append(modes, az.mode)
 	}
 	return modes

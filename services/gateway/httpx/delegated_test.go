@@ -64,4 +64,12 @@ func TestDelegatedAuthorizationConfig(t *testing.T) {
 			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)
 		}
 	}
+	// The always-allowed paths are no mode (the startup line, HasMode).
+	az, err := NewAuthorizer(AuthzConfig{Modes: []string{ModeWebhook}, Kubeconfig: kc, AlwaysAllowPaths: []string{"/healthz"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := az.Modes(); len(m) != 1 || m[0] != ModeWebhook || !az.HasMode(ModeWebhook) {
+		t.Errorf("modes %v", m)
+	}
 }
