@@ -142,7 +142,11 @@ func serviceAccountKey(t *testing.T) (private, public []byte) {
 // and --authorization-kubeconfig, nothing else), the RBAC of the task
 // pages on the front, the CronTab CRD created on crdplane directly and
 // the APIService v1.stable.example.com, and waits until it is Available.
-func startExtensionEnv(t *testing.T) *extensionEnv {
+// With endpointIP set, the front runs with --enable-aggregator-routing and
+// reaches crdplane, listening on that (non-loopback) address, through a
+// selector-less ClusterIP Service and its Endpoints; otherwise through an
+// ExternalName Service naming localhost.
+func startExtensionEnv(t *testing.T, endpointIP string) *extensionEnv {
 	t.Helper()
 	kas := kubeAPIServerBinary(t)
 	env := &extensionEnv{dir: t.TempDir(), frontAs: map[string]*server{}, crdplaneAs: map[string]*server{}}
@@ -195,6 +199,7 @@ func startExtensionEnv(t *testing.T) *extensionEnv {
 		"--proxy-client-cert-file", write("proxy.crt", env.proxyCrt), "--proxy-client-key-file", write("proxy.key", env.proxyKey),
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
+		"--enable-aggregator-routing="+strconv.FormatBool(endpointIP != ""),
 	)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -267,8 +272,13 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}]
 	// crdplane's own identity, nothing else about the front.
 	crdplaneKC := writeKubeconfig(t, filepath.Join(env.dir, "crdplane-to-front.kubeconfig"), env.front, env.frontCA, extensionTokens["crdplane"])
 	env.metrics = "http://" + freeAddr(t)
+	listen, hosts := "127.0.0.1:0", "crdplane.default.svc"
+	if endpointIP != "" {
+		listen, hosts = net.JoinHostPort(endpointIP, "0"), hosts+","+endpointIP
+	}
 	env.crdplane = startServer(t, "",
-		"--hosts", "crdplane.default.svc",
+		"--listen", listen,
+		"--hosts", hosts,
 		"--authentication-kubeconfig", crdplaneKC,
 		"--authorization-kubeconfig", crdplaneKC,
 		"--authorization-mode", "Webhook",
@@ -295,11 +305,26 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}]
 	// (kube-apiserver dials <externalName>:<APIService port> and verifies
 	// crdplane's certificate for crdplane.default.svc with the caBundle).
 	crdplanePort := env.crdplane.URL[strings.LastIndex(env.crdplane.URL, ":")+1:]
-	admin.mustIn(t, fmt.Sprintf(`apiVersion: v1
+	service := `apiVersion: v1
 kind: Service
 metadata: {name: crdplane, namespace: default}
 spec: {type: ExternalName, externalName: localhost}
+`
+	if endpointIP != "" {
+		service = fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: crdplane, namespace: default}
+spec:
+  ports: [{name: https, port: 443, targetPort: %[2]s}]
 ---
+apiVersion: v1
+kind: Endpoints
+metadata: {name: crdplane, namespace: default}
+subsets: [{addresses: [{ip: %[1]s}], ports: [{name: https, port: %[2]s}]}]
+`, endpointIP, crdplanePort)
+		crdplanePort = "443"
+	}
+	admin.mustIn(t, service+fmt.Sprintf(`---
 apiVersion: apiregistration.k8s.io/v1
 kind: APIService
 metadata: {name: v1.stable.example.com}
@@ -391,7 +416,7 @@ func keyPair(t *testing.T, crt, key []byte) *tls.Certificate {
 // front's 403 byte for byte; front proxy headers from a client that is
 // not the front proxy are ignored.
 func TestExtensionAPIServer(t *testing.T) {
-	env := startExtensionEnv(t)
+	env := startExtensionEnv(t, "")
 	alice, bob := env.frontAs["alice"], env.frontAs["bob"]
 
 	// Discovery through the front names crdplane's group.
@@ -506,6 +531,37 @@ spec: {cronSpec: "* * * * */1", image: watched-image, replicas: 1}
 	}
 
 	env.latency(t)
+}
+
+// TestExtensionAPIServerEndpoints: the front with
+// --enable-aggregator-routing reaches crdplane through a selector-less
+// ClusterIP Service and its Endpoints (on the machine's first non-loopback
+// IPv4 address: Endpoints may not be loopback); alice lists, creates and
+// gets a CronTab through it.
+func TestExtensionAPIServerEndpoints(t *testing.T) {
+	ip := nonLoopbackIPv4(t)
+	env := startExtensionEnv(t, ip)
+	alice := env.frontAs["alice"]
+	wantLines(t, alice.must(t, "create", "-f", testdata("crontab-valid.yaml")), `^crontab.stable.example.com/my-new-cron-object created$`)
+	wantLines(t, alice.must(t, "get", "crontabs"), `^NAME\s+AGE$`, `^my-new-cron-object\s+\S+$`)
+	if out := env.crdplaneAs["admin"].must(t, "get", "crontab", "my-new-cron-object", "-o", "jsonpath={.spec.image}"); out != "my-awesome-cron-image" {
+		t.Errorf("on crdplane: %q", out)
+	}
+}
+
+func nonLoopbackIPv4(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Skip("no non-loopback IPv4 address on this machine (Endpoints may not be loopback)")
+	return ""
 }
 
 // latency times CR GETs (BENCHMARKS.md, issue 16): alice's GET of one
