@@ -13,7 +13,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 MODULES := . pkg proto conformance bench/upstream services/storage services/registry services/validator services/converter services/gateway
 SERVICES := gateway registry validator converter storage
 
-.PHONY: all build run test test-unit test-e2e test-clients generate check-generated lint tools bench clean fmt vet conformance conformance-fuzz fuzz fuzz-short
+.PHONY: all build run test test-unit test-e2e kube-apiserver test-clients generate check-generated lint tools bench clean fmt vet conformance conformance-fuzz fuzz fuzz-short
 
 all: build
 
@@ -86,9 +86,20 @@ test-unit:
 	@for m in $(filter-out .,$(MODULES)); do echo "== $$m"; (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
 	@echo "== . (root module; e2e and deploy run in their own targets)"; $(GO) test -count=1 $$($(GO) list ./... | grep -v -E '/(e2e|bench)$$|/deploy/')
 
-## test-e2e: start the platform on loopback and drive it with kubectl and client-go.
-test-e2e: build
-	CRDPLANE_BIN=$(BIN)/crdplane CRDPLANE_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 20m ./e2e/...
+KUBE_APISERVER_BIN := $(BIN)/kube-apiserver
+# /version as upstream's release reports it (the module's version).
+KUBE_APISERVER_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v1.33.13 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=33 -X k8s.io/component-base/version.gitTreeState=clean
+## test-e2e: start the platform on loopback and drive it with kubectl and client-go
+## (TestExtensionAPIServer: behind upstream's kube-apiserver, $(KUBE_APISERVER_BIN)).
+test-e2e: build $(KUBE_APISERVER_BIN)
+	CRDPLANE_BIN=$(BIN)/crdplane CRDPLANE_BIN_DIR=$(BIN) KUBE_APISERVER_BIN=$(KUBE_APISERVER_BIN) $(GO) test -count=1 -timeout 25m ./e2e/...
+
+## kube-apiserver, $(KUBE_APISERVER_BIN): upstream's kube-apiserver v1.33 from the library
+## (e2e/kubeapiserver: its own module, GOWORK=off), the front of the
+## extension API server e2e test; rebuilt only when its module changes.
+kube-apiserver: $(KUBE_APISERVER_BIN)
+$(KUBE_APISERVER_BIN): e2e/kubeapiserver/go.mod e2e/kubeapiserver/go.sum e2e/kubeapiserver/main.go
+	cd e2e/kubeapiserver && GOWORK=off $(GO) build -ldflags '$(KUBE_APISERVER_LDFLAGS)' -o $(KUBE_APISERVER_BIN) .
 
 ## test-clients: the client matrix (e2e/clients/README.md): a fresh server
 ## driven by client-go v0.30/v0.33/v0.37, controller-runtime v0.18/v0.25,

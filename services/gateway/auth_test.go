@@ -19,6 +19,8 @@ func TestAuthStartup(t *testing.T) {
 		{"--requestheader-client-ca-file", missing},
 		{"--authentication-token-webhook-config-file", missing},
 		{"--authorization-mode", "Webhook", "--authorization-webhook-config-file", missing},
+		{"--authorization-mode", "Webhook", "--authorization-kubeconfig", missing},
+		{"--authentication-kubeconfig", missing},
 	} {
 		var cfg Config
 		fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
@@ -39,6 +41,10 @@ func TestAuthStartup(t *testing.T) {
 		{"--authorization-mode", "Webhook"},
 		{"--authorization-webhook-config-file", missing},
 		{"--requestheader-allowed-names", "front-proxy"},
+		{"--authorization-kubeconfig", missing},
+		{"--authorization-mode", "Webhook", "--authorization-kubeconfig", missing, "--authorization-webhook-config-file", missing},
+		{"--authentication-skip-lookup"},
+		{"--authentication-tolerate-lookup-failure"},
 	} {
 		var cfg Config
 		fs := flag.NewFlagSet("gateway", flag.ContinueOnError)

@@ -34,6 +34,18 @@ type Auth struct {
 	AuthorizationWebhookConfigFile string
 	AuthorizationWebhookAuthorizedTTL,
 	AuthorizationWebhookUnauthorizedTTL time.Duration
+	// AuthenticationKubeconfig and AuthorizationKubeconfig name the front
+	// kube-apiserver when crdplane is an extension API server behind it
+	// (upstream's delegating options): TokenReviews and the
+	// extension-apiserver-authentication ConfigMap through the first,
+	// SubjectAccessReviews (mode Webhook) through the second.
+	AuthenticationKubeconfig            string
+	AuthenticationSkipLookup            bool
+	AuthenticationTolerateLookupFailure bool
+	AuthorizationKubeconfig             string
+	// AuthorizationAlwaysAllowPaths are authorized without asking the
+	// modes (upstream's path authorizer; "*" ends a prefix).
+	AuthorizationAlwaysAllowPaths []string
 }
 
 // RegisterFlags adds the authentication and authorization flags to fs,
@@ -54,6 +66,11 @@ func (a *Auth) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&a.AuthorizationWebhookConfigFile, "authorization-webhook-config-file", "", "kubeconfig of a SubjectAccessReview v1 webhook (--authorization-mode Webhook)")
 	fs.DurationVar(&a.AuthorizationWebhookAuthorizedTTL, "authorization-webhook-cache-authorized-ttl", httpx.DefaultWebhookAuthorizedTTL, "how long the authorization webhook's allow answers are cached")
 	fs.DurationVar(&a.AuthorizationWebhookUnauthorizedTTL, "authorization-webhook-cache-unauthorized-ttl", httpx.DefaultWebhookUnauthorizedTTL, "how long the authorization webhook's deny answers are cached")
+	fs.StringVar(&a.AuthenticationKubeconfig, "authentication-kubeconfig", "", "kubeconfig of the front kube-apiserver when crdplane runs behind it as an extension API server, with a user allowed to create tokenreviews.authentication.k8s.io and read kube-system/"+httpx.AuthenticationConfigMapName+": bearer tokens are reviewed there, and the client CA and requestheader configuration not given by flags are read from that ConfigMap")
+	fs.BoolVar(&a.AuthenticationSkipLookup, "authentication-skip-lookup", false, "with --authentication-kubeconfig: do not read the missing client CA and requestheader configuration from the front's ConfigMap")
+	fs.BoolVar(&a.AuthenticationTolerateLookupFailure, "authentication-tolerate-lookup-failure", false, "with --authentication-kubeconfig: a ConfigMap that cannot be read leaves the requestheader authentication off instead of stopping the server")
+	fs.StringVar(&a.AuthorizationKubeconfig, "authorization-kubeconfig", "", "kubeconfig of the front kube-apiserver, with a user allowed to create subjectaccessreviews.authorization.k8s.io: --authorization-mode Webhook delegates there (instead of --authorization-webhook-config-file)")
+	listFlag(fs, &a.AuthorizationAlwaysAllowPaths, []string{"/healthz", "/readyz", "/livez"}, "authorization-always-allow-paths", "HTTP paths authorized without asking the authorization modes (a trailing * makes a prefix)")
 }
 
 // listFlag is a comma-separated list flag with a default.
@@ -82,11 +99,20 @@ func (a *Auth) Validate() error {
 		}
 		webhook = webhook || m == httpx.ModeWebhook
 	}
-	if webhook && a.AuthorizationWebhookConfigFile == "" {
-		return errors.New("--authorization-mode Webhook needs --authorization-webhook-config-file")
+	if webhook && a.AuthorizationWebhookConfigFile == "" && a.AuthorizationKubeconfig == "" {
+		return errors.New("--authorization-mode Webhook needs --authorization-webhook-config-file or --authorization-kubeconfig")
+	}
+	if a.AuthorizationWebhookConfigFile != "" && a.AuthorizationKubeconfig != "" {
+		return errors.New("--authorization-webhook-config-file and --authorization-kubeconfig exclude each other")
 	}
 	if !webhook && a.AuthorizationWebhookConfigFile != "" {
 		return errors.New("--authorization-webhook-config-file is given without --authorization-mode Webhook")
+	}
+	if !webhook && a.AuthorizationKubeconfig != "" {
+		return errors.New("--authorization-kubeconfig is given without --authorization-mode Webhook")
+	}
+	if a.AuthenticationKubeconfig == "" && (a.AuthenticationSkipLookup || a.AuthenticationTolerateLookupFailure) {
+		return errors.New("--authentication-skip-lookup and --authentication-tolerate-lookup-failure need --authentication-kubeconfig")
 	}
 	if len(a.RequestHeader.AllowedNames) > 0 && a.RequestHeader.ClientCAFile == "" {
 		return errors.New("--requestheader-allowed-names needs --requestheader-client-ca-file")
@@ -98,6 +124,11 @@ func (a *Auth) Validate() error {
 // configurations.
 func (c *Config) authConfigs() (httpx.AuthConfig, httpx.AuthzConfig) {
 	a := c.Auth
+	var delegated *httpx.DelegatedAuthConfig
+	if a.AuthenticationKubeconfig != "" {
+		delegated = &httpx.DelegatedAuthConfig{Kubeconfig: a.AuthenticationKubeconfig, SkipLookup: a.AuthenticationSkipLookup,
+			TolerateLookupFailure: a.AuthenticationTolerateLookupFailure}
+	}
 	return httpx.AuthConfig{
 			Tokens:                 c.Tokens,
 			TokenFile:              a.TokenFile,
@@ -105,9 +136,12 @@ func (c *Config) authConfigs() (httpx.AuthConfig, httpx.AuthzConfig) {
 			TokenWebhookConfigFile: a.TokenWebhookConfigFile,
 			TokenWebhookCacheTTL:   a.TokenWebhookCacheTTL,
 			RequestHeader:          a.RequestHeader,
+			Delegated:              delegated,
 		}, httpx.AuthzConfig{
 			Modes:                  a.AuthorizationModes,
 			WebhookConfigFile:      a.AuthorizationWebhookConfigFile,
+			Kubeconfig:             a.AuthorizationKubeconfig,
+			AlwaysAllowPaths:       a.AuthorizationAlwaysAllowPaths,
 			WebhookAuthorizedTTL:   a.AuthorizationWebhookAuthorizedTTL,
 			WebhookUnauthorizedTTL: a.AuthorizationWebhookUnauthorizedTTL,
 		}

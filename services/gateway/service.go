@@ -82,7 +82,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	log := slog.Default().With("service", "gateway")
 	authnCfg, authzCfg := cfg.authConfigs()
-	authn, err := httpx.NewAuthenticator(authnCfg)
+	authn, err := httpx.NewAuthenticator(ctx, authnCfg)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -219,6 +219,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			wg.Go(func() { p.Run(bg) })
 		}
 		wg.Go(func() { s.rbacCache.Run(bg) })
+		authn.Run(bg)
 		s.crds.Run(bg)
 		wg.Wait()
 	}()
@@ -444,6 +445,11 @@ func serverTLS(cfg Config) (*tls.Config, error) {
 		if !tc.ClientCAs.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("client CA %s: no PEM certificates", f)
 		}
+		tc.ClientAuth = tls.RequestClientCert
+	}
+	// Behind a front kube-apiserver the CAs may come from its ConfigMap
+	// (and change): asked for, verified by the authenticators.
+	if cfg.AuthenticationKubeconfig != "" && !cfg.AuthenticationSkipLookup {
 		tc.ClientAuth = tls.RequestClientCert
 	}
 	return tc, nil

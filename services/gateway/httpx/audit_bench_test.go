@@ -16,7 +16,7 @@ import (
 // JSON object.
 func BenchmarkEdgeAudit(b *testing.B) {
 	dir := b.TempDir()
-	authn, err := NewAuthenticator(AuthConfig{Tokens: []string{"admin-token"}})
+	authn, err := NewAuthenticator(b.Context(), AuthConfig{Tokens: []string{"admin-token"}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func auditEdge(t *testing.T, policy string, next http.Handler) (*httptest.Server
 		t.Fatal(err)
 	}
 	t.Cleanup(auditor.Shutdown)
-	a, err := NewAuthenticator(AuthConfig{Tokens: []string{"admin-token"}, TokenFile: writeFile(t, dir, "tokens.csv", []byte("bob-token,bob,42,\"devs\"\n"))})
+	a, err := NewAuthenticator(t.Context(), AuthConfig{Tokens: []string{"admin-token"}, TokenFile: writeFile(t, dir, "tokens.csv", []byte("bob-token,bob,42,\"devs\"\n"))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,6 +82,12 @@ type AuthConfig struct {
 	// for the user named in the headers. Another client's headers are
 	// ignored.
 	RequestHeader RequestHeaderConfig
+	// Delegated, when set, is an extension API server's delegated
+	// authentication to the front kube-apiserver: its TokenReviews after
+	// the other token authenticators, and the client CA and front proxy
+	// configuration of its ConfigMap where ClientCAFile and
+	// RequestHeader.ClientCAFile are not set.
+	Delegated *DelegatedAuthConfig
 }
 
 // RequestHeaderConfig is kube-apiserver's --requestheader-* flags.
@@ -104,14 +110,45 @@ type Authenticator struct {
 	req authenticator.Request
 	// headers are the front proxy headers, removed from every request
 	// (none may reach the backends, whoever sent them).
-	headers RequestHeaderConfig
+	headers []headerNames
+	// delegated follows the front's ConfigMap (Run).
+	delegated *delegatedAuth
+}
+
+// headerNames are the front proxy's header names, as configured when a
+// request comes.
+type headerNames struct {
+	user, uid, group, extra headerrequest.StringSliceProvider
+}
+
+func staticHeaderNames(c RequestHeaderConfig) headerNames {
+	return headerNames{headerrequest.StaticStringSlice(c.UsernameHeaders), headerrequest.StaticStringSlice(c.UIDHeaders),
+		headerrequest.StaticStringSlice(c.GroupHeaders), headerrequest.StaticStringSlice(c.ExtraHeaderPrefixes)}
 }
 
 // NewAuthenticator builds the authenticators cfg configures; a file that
-// cannot be read is an error.
-func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
+// cannot be read is an error, and so is a front (cfg.Delegated) that
+// cannot be reached.
+func NewAuthenticator(ctx context.Context, cfg AuthConfig) (*Authenticator, error) {
 	var reqs []authenticator.Request
+	a := &Authenticator{headers: []headerNames{staticHeaderNames(standardProxyHeaders)}}
+	if cfg.Delegated != nil {
+		dc := *cfg.Delegated
+		dc.ClientCAGiven, dc.RequestHeaderGiven = cfg.ClientCAFile != "", cfg.RequestHeader.ClientCAFile != ""
+		d, err := newDelegatedAuth(ctx, dc)
+		if err != nil {
+			return nil, err
+		}
+		a.delegated = d
+		if rh := d.requestHeader; rh != nil {
+			reqs = append(reqs, rh.authenticator())
+			a.headers = append(a.headers, headerNames{headerrequest.StringSliceProviderFunc(rh.headers.UsernameHeaders),
+				headerrequest.StringSliceProviderFunc(rh.headers.UIDHeaders), headerrequest.StringSliceProviderFunc(rh.headers.GroupHeaders),
+				headerrequest.StringSliceProviderFunc(rh.headers.ExtraHeaderPrefixes)})
+		}
+	}
 	rh := cfg.RequestHeader
+	a.headers = append(a.headers, staticHeaderNames(rh))
 	if rh.ClientCAFile != "" {
 		pool, err := readCAFile(rh.ClientCAFile)
 		if err != nil {
@@ -126,6 +163,9 @@ func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
 			headerrequest.StaticStringSlice(rh.UIDHeaders),
 			headerrequest.StaticStringSlice(rh.GroupHeaders),
 			headerrequest.StaticStringSlice(rh.ExtraHeaderPrefixes)))
+	}
+	if d := a.delegated; d != nil && d.clientCA != nil {
+		reqs = append(reqs, x509request.NewDynamic(d.clientCA.VerifyOptions, x509request.CommonNameUserConversion))
 	}
 	if cfg.ClientCAFile != "" {
 		pool, err := readCAFile(cfg.ClientCAFile)
@@ -162,17 +202,26 @@ func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
 		}
 		tokens = append(tokens, tokencache.New(wh, false, ttl, ttl))
 	}
+	if d := a.delegated; d != nil {
+		ttl := cfg.TokenWebhookCacheTTL
+		if ttl <= 0 {
+			ttl = DefaultTokenWebhookCacheTTL
+		}
+		tokens = append(tokens, tokencache.New(d.tokens, false, ttl, ttl))
+	}
 	if len(tokens) > 0 {
 		reqs = append(reqs, bearertoken.New(tokenunion.New(tokens...)))
 	}
 	if len(reqs) == 0 {
 		slog.Default().Warn("gateway: no authentication configured: every request but /version and health checks is refused")
 	}
-	return &Authenticator{
-		req:     group.NewAuthenticatedGroupAdder(union.New(reqs...)),
-		headers: rh,
-	}, nil
+	a.req = group.NewAuthenticatedGroupAdder(union.New(reqs...))
+	return a, nil
 }
+
+// Run follows the front's configuration (delegated authentication) until
+// ctx ends; without one it returns at once.
+func (a *Authenticator) Run(ctx context.Context) { a.delegated.run(ctx) }
 
 func readCAFile(path string) (*x509.CertPool, error) {
 	data, err := os.ReadFile(path)
@@ -216,12 +265,8 @@ var standardProxyHeaders = RequestHeaderConfig{
 }
 
 func (a *Authenticator) clearHeaders(h http.Header) {
-	for _, c := range []RequestHeaderConfig{standardProxyHeaders, a.headers} {
-		headerrequest.ClearAuthenticationHeaders(h,
-			headerrequest.StaticStringSlice(c.UsernameHeaders),
-			headerrequest.StaticStringSlice(c.UIDHeaders),
-			headerrequest.StaticStringSlice(c.GroupHeaders),
-			headerrequest.StaticStringSlice(c.ExtraHeaderPrefixes))
+	for _, c := range a.headers {
+		headerrequest.ClearAuthenticationHeaders(h, c.user, c.uid, c.group, c.extra)
 	}
 }
 
@@ -265,7 +310,7 @@ func (ts *TokenSet) AuthenticateToken(_ context.Context, token string) (*authent
 // Authenticate is the authentication of an edge configured with tokens
 // only (Edge.Tokens).
 func (ts *TokenSet) Authenticate(r *http.Request) (user.Info, bool) {
-	a := Authenticator{req: group.NewAuthenticatedGroupAdder(bearertoken.New(ts))}
+	a := Authenticator{req: group.NewAuthenticatedGroupAdder(bearertoken.New(ts)), headers: []headerNames{staticHeaderNames(standardProxyHeaders)}}
 	return a.Authenticate(r)
 }
 

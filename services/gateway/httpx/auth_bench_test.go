@@ -25,7 +25,7 @@ func BenchmarkEdgeAuth(b *testing.B) {
 	}
 	tokenKC, _ := webhookServer(b, tokenReviewer)
 	sarKC, _ := webhookServer(b, sarReviewer(make(chan authzv1.SubjectAccessReview, 1)))
-	authn, err := NewAuthenticator(AuthConfig{
+	authn, err := NewAuthenticator(b.Context(), AuthConfig{
 		Tokens:                 []string{"admin-token"},
 		TokenFile:              writeFile(b, dir, "tokens.csv", []byte("dan-token,dan,42,devs\n")),
 		ClientCAFile:           writeFile(b, dir, "ca.crt", ca.CACertPEM),

@@ -143,7 +143,7 @@ func newAuthSetup(t *testing.T, authz AuthzConfig) *authSetup {
 			ExtraHeaderPrefixes: []string{"X-Remote-Extra-"},
 		},
 	}
-	a, err := NewAuthenticator(cfg)
+	a, err := NewAuthenticator(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func TestAuthConfigErrors(t *testing.T) {
 		"missing webhook config":  {TokenWebhookConfigFile: filepath.Join(dir, "nope.kubeconfig")},
 		"webhook config not YAML": {TokenWebhookConfigFile: notPEM},
 	} {
-		if _, err := NewAuthenticator(cfg); err == nil {
+		if _, err := NewAuthenticator(t.Context(), cfg); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/authorization/path"
 	"k8s.io/apiserver/pkg/endpoints/filters"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	"k8s.io/apiserver/pkg/endpoints/request"
@@ -50,6 +51,15 @@ type AuthzConfig struct {
 	// WebhookConfigFile is a kubeconfig naming a SubjectAccessReview v1
 	// webhook (--authorization-webhook-config-file), for mode Webhook.
 	WebhookConfigFile string
+	// Kubeconfig names the front kube-apiserver of an extension API
+	// server (--authorization-kubeconfig): mode Webhook then sends its
+	// SubjectAccessReviews there, as upstream's delegated authorization
+	// does (instead of WebhookConfigFile; one of them).
+	Kubeconfig string
+	// AlwaysAllowPaths are allowed to everyone without asking the
+	// authorizers (--authorization-always-allow-paths: plain paths, or
+	// prefixes ending in "*"), upstream's path authorizer.
+	AlwaysAllowPaths []string
 	// WebhookAuthorizedTTL and WebhookUnauthorizedTTL are how long the
 	// webhook's allow and deny answers are cached (default 5m, 30s).
 	WebhookAuthorizedTTL   time.Duration
@@ -69,6 +79,9 @@ type Authorizer struct {
 	info  request.RequestInfoFactory
 	// allowAll: the only mode is AlwaysAllow (no attributes to build).
 	allowAll bool
+	// fixed is the number of authorizers before the modes in chain
+	// (system:masters, the always-allowed paths).
+	fixed int
 }
 
 type namedAuthorizer struct {
@@ -104,6 +117,14 @@ func NewAuthorizer(cfg AuthzConfig) (*Authorizer, error) {
 			noOpinion: authzDecisions.WithLabelValues(mode, "no-opinion"), errors: authzDecisions.WithLabelValues(mode, "error")})
 	}
 	add("SystemMasters", authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup))
+	if len(cfg.AlwaysAllowPaths) > 0 {
+		pa, err := path.NewAuthorizer(cfg.AlwaysAllowPaths)
+		if err != nil {
+			return nil, fmt.Errorf("--authorization-always-allow-paths: %w", err)
+		}
+		add("AlwaysAllowPaths", pa)
+	}
+	a.fixed = len(a.chain)
 	seen := map[string]bool{}
 	for _, m := range modes {
 		if seen[m] {
@@ -121,24 +142,9 @@ func NewAuthorizer(cfg AuthzConfig) (*Authorizer, error) {
 			}
 			add(m, cfg.RBAC)
 		case ModeWebhook:
-			if cfg.WebhookConfigFile == "" {
-				return nil, fmt.Errorf("--authorization-mode %s needs --authorization-webhook-config-file", ModeWebhook)
-			}
-			rc, err := webhookutil.LoadKubeconfig(cfg.WebhookConfigFile, nil)
+			wh, err := newWebhookAuthorizer(cfg)
 			if err != nil {
-				return nil, fmt.Errorf("--authorization-webhook-config-file: %w", err)
-			}
-			allowTTL, denyTTL := cfg.WebhookAuthorizedTTL, cfg.WebhookUnauthorizedTTL
-			if allowTTL <= 0 {
-				allowTTL = DefaultWebhookAuthorizedTTL
-			}
-			if denyTTL <= 0 {
-				denyTTL = DefaultWebhookUnauthorizedTTL
-			}
-			wh, err := authzwebhook.New(rc, "v1", allowTTL, denyTTL, *authzwebhook.DefaultRetryBackoff(),
-				authorizer.DecisionNoOpinion, nil, "webhook", webhookMetrics{}, nil)
-			if err != nil {
-				return nil, fmt.Errorf("--authorization-webhook-config-file: %w", err)
+				return nil, err
 			}
 			add(m, wh)
 		default:
@@ -148,7 +154,53 @@ func NewAuthorizer(cfg AuthzConfig) (*Authorizer, error) {
 	if cfg.WebhookConfigFile != "" && !seen[ModeWebhook] {
 		return nil, fmt.Errorf("--authorization-webhook-config-file is given without --authorization-mode %s", ModeWebhook)
 	}
+	if cfg.Kubeconfig != "" && !seen[ModeWebhook] {
+		return nil, fmt.Errorf("--authorization-kubeconfig is given without --authorization-mode %s", ModeWebhook)
+	}
 	return a, nil
+}
+
+// newWebhookAuthorizer is upstream's SubjectAccessReview v1 authorizer
+// with its decision cache: to the webhook of cfg.WebhookConfigFile, or to
+// the front kube-apiserver of cfg.Kubeconfig (delegated authorization,
+// through client-go's authorization/v1 client, with upstream's delegating
+// client time limit).
+func newWebhookAuthorizer(cfg AuthzConfig) (authorizer.UnconditionalAuthorizer, error) {
+	allowTTL, denyTTL := cfg.WebhookAuthorizedTTL, cfg.WebhookUnauthorizedTTL
+	if allowTTL <= 0 {
+		allowTTL = DefaultWebhookAuthorizedTTL
+	}
+	if denyTTL <= 0 {
+		denyTTL = DefaultWebhookUnauthorizedTTL
+	}
+	switch {
+	case cfg.WebhookConfigFile != "" && cfg.Kubeconfig != "":
+		return nil, fmt.Errorf("--authorization-mode %s takes --authorization-webhook-config-file or --authorization-kubeconfig, not both", ModeWebhook)
+	case cfg.Kubeconfig != "":
+		client, err := delegatedClient(cfg.Kubeconfig, DelegatedTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("--authorization-kubeconfig: %w", err)
+		}
+		wh, err := authzwebhook.NewFromInterface(client.AuthorizationV1(), allowTTL, denyTTL, *authzwebhook.DefaultRetryBackoff(),
+			authorizer.DecisionNoOpinion, webhookMetrics{}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("--authorization-kubeconfig: %w", err)
+		}
+		return wh, nil
+	case cfg.WebhookConfigFile != "":
+		rc, err := webhookutil.LoadKubeconfig(cfg.WebhookConfigFile, nil)
+		if err != nil {
+			return nil, fmt.Errorf("--authorization-webhook-config-file: %w", err)
+		}
+		wh, err := authzwebhook.New(rc, "v1", allowTTL, denyTTL, *authzwebhook.DefaultRetryBackoff(),
+			authorizer.DecisionNoOpinion, nil, "webhook", webhookMetrics{}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("--authorization-webhook-config-file: %w", err)
+		}
+		return wh, nil
+	default:
+		return nil, fmt.Errorf("--authorization-mode %s needs --authorization-webhook-config-file or --authorization-kubeconfig", ModeWebhook)
+	}
 }
 
 // webhookMetrics counts the webhook's round trips (upstream's interface;
@@ -174,7 +226,7 @@ func (a *Authorizer) AuthorizeRequest(w http.ResponseWriter, r *http.Request, u 
 		return true
 	}
 	if a.allowAll {
-		a.chain[1].allowed.Inc()
+		a.chain[a.fixed].allowed.Inc()
 		audit.AddAuditAnnotations(ctx, decisionAnnotation, decisionAllow, reasonAnnotation, "")
 		return true
 	}
@@ -279,7 +331,7 @@ func (a *Authorizer) decide(ctx context.Context, attrs authorizer.Attributes) (a
 
 // HasMode reports whether mode is configured.
 func (a *Authorizer) HasMode(mode string) bool {
-	for _, az := range a.chain[1:] {
+	for _, az := range a.chain[a.fixed:] {
 		if az.mode == mode {
 			return true
 		}
@@ -290,7 +342,7 @@ func (a *Authorizer) HasMode(mode string) bool {
 // Modes are the configured modes, in order (printed at startup).
 func (a *Authorizer) Modes() []string {
 	var modes []string
-	for _, az := range a.chain[1:] {
+	for _, az := range a.chain[a.fixed:] {
 		modes = append(modes, az.mode)
 	}
 	return modes
