@@ -221,11 +221,6 @@ func TestProxy(t *testing.T) {
 // TestProxyRefusals: upstream's answers when the backend cannot be used.
 func TestProxyRefusals(t *testing.T) {
 	b := newBackend(t)
-	other, err := localpki.Generate([]string{"api.wardle.svc"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherCA := other.CACertPEM
 	// a backend whose certificate (httptest's) does not name api.wardle.svc
 	misnamed := httptest.NewTLSServer(http.NotFoundHandler())
 	defer misnamed.Close()
@@ -241,7 +236,7 @@ func TestProxyRefusals(t *testing.T) {
 		{"not available", wardle(b.caBundle(), apiregistrationv1.ConditionFalse), b, http.StatusServiceUnavailable, "service unavailable\n"},
 		{"no condition", wardle(b.caBundle(), ""), b, http.StatusServiceUnavailable, "service unavailable\n"},
 		// the backend's certificate is signed by another CA than caBundle
-		{"wrong caBundle", wardle(otherCA, apiregistrationv1.ConditionTrue), b, http.StatusServiceUnavailable, "error trying to reach service: tls: failed to verify certificate: x509: certificate signed by unknown authority\n"},
+		{"wrong caBundle", wardle(misnamedCA, apiregistrationv1.ConditionTrue), b, http.StatusServiceUnavailable, "error trying to reach service: tls: failed to verify certificate: x509: certificate signed by unknown authority\n"},
 		// right CA, but the certificate does not name api.wardle.svc
 		{"wrong name", wardle(misnamedCA, apiregistrationv1.ConditionTrue), &backendServer{Server: misnamed}, http.StatusServiceUnavailable,
 			"error trying to reach service: tls: failed to verify certificate: x509: certificate is valid for example.com, *.example.com, not api.wardle.svc\n"},
@@ -382,7 +377,7 @@ func TestDiscoveryMerge(t *testing.T) {
 		return rec
 	}
 	rec := get("/apis", "application/json")
-	want := `{"kind":"APIGroupList","apiVersion":"v1","groups":[{"name":"apiextensions.k8s.io","versions":[{"groupVersion":"apiextensions.k8s.io/v1","version":"v1"}],"preferredVersion":{"groupVersion":"apiextensions.k8s.io/v1","version":"v1"}},{"kind":"APIGroup","apiVersion":"v1","name":"wardle.example.com","versions":[{"groupVersion":"wardle.example.com/v1alpha1","version":"v1alpha1"}],"preferredVersion":{"groupVersion":"wardle.example.com/v1alpha1","version":"v1alpha1"}}]}` + "\n"
+	want := `{"kind":"APIGroupList","apiVersion":"v1","groups":[{"name":"apiextensions.k8s.io","versions":[{"groupVersion":"apiextensions.k8s.io/v1","version":"v1"}],"preferredVersion":{"groupVersion":"apiextensions.k8s.io/v1","version":"v1"}},{"name":"wardle.example.com","versions":[{"groupVersion":"wardle.example.com/v1alpha1","version":"v1alpha1"}],"preferredVersion":{"groupVersion":"wardle.example.com/v1alpha1","version":"v1alpha1"}}]}` + "\n"
 	if rec.Body.String() != want {
 		t.Errorf("legacy /apis =\n%s\nwant\n%s", rec.Body.String(), want)
 	}

@@ -133,7 +133,7 @@ func remoteGroups(st *state, local map[string]bool) [][]*apiregistrationv1.APISe
 // apiGroup is upstream's convertToDiscoveryAPIGroup: the versions by
 // priority, the first preferred.
 func apiGroup(services []*apiregistrationv1.APIService) metav1.APIGroup {
-	g := metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: services[0].Spec.Group}
+	g := metav1.APIGroup{Name: services[0].Spec.Group}
 	for _, s := range services {
 		v := metav1.GroupVersionForDiscovery{GroupVersion: s.Spec.Group + "/" + s.Spec.Version, Version: s.Spec.Version}
 		if len(g.Versions) == 0 {
@@ -154,6 +154,7 @@ func (a *Aggregator) serveGroup(w http.ResponseWriter, r *http.Request, group st
 		}
 	}
 	g := apiGroup(services)
+	g.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
 	writeJSON(w, r, g)
 }
 
