@@ -86,9 +86,25 @@ test-unit:
 	@for m in $(filter-out .,$(MODULES)); do echo "== $$m"; (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
 	@echo "== . (root module; e2e and deploy run in their own targets)"; $(GO) test -count=1 $$($(GO) list ./... | grep -v -E '/(e2e|bench)$$|/deploy/')
 
-## test-e2e: start the platform on loopback and drive it with kubectl and client-go.
-test-e2e: build
-	CRDPLANE_BIN=$(BIN)/crdplane CRDPLANE_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 20m ./e2e/...
+# The extension API server of the aggregation layer's e2e test: upstream's
+# k8s.io/sample-apiserver v0.33 (its own module, outside go.work, pinned in
+# e2e/sampleapiserver/go.mod).
+SAMPLE_APISERVER_BIN := $(BIN)/sample-apiserver
+
+## test-e2e: start the platform on loopback and drive it with kubectl and client-go
+## (the aggregation layer's test with the real sample-apiserver behind it).
+test-e2e: build $(SAMPLE_APISERVER_BIN)
+	CRDPLANE_BIN=$(BIN)/crdplane CRDPLANE_BIN_DIR=$(BIN) SAMPLE_APISERVER_BIN=$(SAMPLE_APISERVER_BIN) $(GO) test -count=1 -timeout 20m ./e2e/...
+
+$(SAMPLE_APISERVER_BIN): e2e/sampleapiserver/go.mod e2e/sampleapiserver/go.sum e2e/sampleapiserver/main.go
+	cd e2e/sampleapiserver && GOWORK=off $(GO) build -o $(SAMPLE_APISERVER_BIN) .
+
+## bench-aggregator: issue 16's proxy overhead: a GET of a flunder through
+## crdplane's aggregation layer and directly from the sample-apiserver,
+## interleaved in one run; prints both medians (e2e TestAggregatorLatency).
+.PHONY: bench-aggregator
+bench-aggregator: build $(SAMPLE_APISERVER_BIN)
+	CRDPLANE_BENCH=1 CRDPLANE_BIN=$(BIN)/crdplane SAMPLE_APISERVER_BIN=$(SAMPLE_APISERVER_BIN) $(GO) test -count=1 -run TestAggregatorLatency -v ./e2e/
 
 ## test-clients: the client matrix (e2e/clients/README.md): a fresh server
 ## driven by client-go v0.30/v0.33/v0.37, controller-runtime v0.18/v0.25,
