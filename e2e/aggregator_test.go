@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -371,11 +372,7 @@ func TestAggregatorSampleAPIServer(t *testing.T) {
 	// refuses the backend (503, upstream's message); the availability check
 	// does not verify certificates (upstream's), so the APIService stays
 	// Available
-	other, err := localpki.Generate([]string{"api.wardle.svc"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.mustIn(t, a.apiService(other.CACertPEM), "apply", "-f", "-")
+	s.mustIn(t, a.apiService(otherCA(t, a.pki)), "apply", "-f", "-")
 	deadline = time.Now().Add(15 * time.Second)
 	for {
 		code, ct, body := rawAdmin(t, s, "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders")
@@ -499,4 +496,30 @@ func loadKubeconfig(t *testing.T, s *server) *clientcmdapi.Config {
 		t.Fatal(err)
 	}
 	return kc
+}
+
+// otherCA is a CA certificate that did not sign pki's serving certificate,
+// with another subject (localpki names a CA by the second it was made; a
+// CA of the same name would make Go's verifier explain the failure with
+// the candidate it tried).
+func otherCA(t *testing.T, pki *localpki.PKI) []byte {
+	t.Helper()
+	subject := func(p []byte) string {
+		blk, _ := pem.Decode(p)
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Subject.String()
+	}
+	for {
+		other, err := localpki.Generate([]string{"api.wardle.svc"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if subject(other.CACertPEM) != subject(pki.CACertPEM) {
+			return other.CACertPEM
+		}
+		time.Sleep(time.Second)
+	}
 }
