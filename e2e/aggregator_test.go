@@ -286,6 +286,10 @@ func TestAggregatorSampleAPIServer(t *testing.T) {
 		t.Errorf("legacy /apis: %s", out)
 	}
 
+	// OpenAPI v3: kubectl explain reads the backend's document through
+	// crdplane's index
+	wantLines(t, s.must(t, "explain", "flunders.spec"), `^GROUP:\s+wardle\.example\.com$`, `^KIND:\s+Flunder$`, `^VERSION:\s+v1alpha1$`, `^FIELD:\s+spec\s+<`)
+
 	// create, get, watch, delete through crdplane
 	flunder := func(name string) string {
 		return "apiVersion: wardle.example.com/v1alpha1\nkind: Flunder\nmetadata:\n  name: " + name + "\n  namespace: default\nspec:\n  reference: ref\n"

@@ -6,7 +6,8 @@
 // (the request authenticated and authorized by the gateway's edge
 // first), checks each backend's availability and writes the APIService's
 // Available condition (controller.go), and merges the backends'
-// discovery into /apis (discovery.go).
+// discovery into /apis (discovery.go) and their OpenAPI v3 documents into
+// /openapi/v3 (openapi.go).
 package aggregator
 
 import (
@@ -67,6 +68,7 @@ type Aggregator struct {
 
 	discMu    sync.Mutex
 	discovery map[string]*versionDiscovery // by APIService name: the last fetched
+	openAPIv3 map[string]string            // by APIService name: the backend's serverRelativeURL
 }
 
 // state is what the proxy reads per request, rebuilt on every change.
@@ -101,7 +103,7 @@ func New(cfg Config) *Aggregator {
 		log = slog.Default()
 	}
 	a := &Aggregator{cfg: cfg, log: log.With("component", "aggregator"), services: map[string]*apiregistrationv1.APIService{},
-		synced: make(chan struct{}), kick: make(chan string, 64), discovery: map[string]*versionDiscovery{}}
+		synced: make(chan struct{}), kick: make(chan string, 64), discovery: map[string]*versionDiscovery{}, openAPIv3: map[string]string{}}
 	a.state.Store(&state{byGroupVersion: map[string]*backend{}, groups: map[string]bool{}})
 	return a
 }
@@ -218,6 +220,7 @@ func (a *Aggregator) change(obj *apiregistrationv1.APIService, deleted bool) {
 	if deleted {
 		a.discMu.Lock()
 		delete(a.discovery, obj.Name)
+		delete(a.openAPIv3, obj.Name)
 		a.discMu.Unlock()
 		return
 	}
@@ -317,9 +320,18 @@ func (a *Aggregator) Handler(next http.Handler) http.Handler {
 			return
 		}
 		path := strings.TrimSuffix(httpx.RequestURL(r).Path, "/")
-		if path == "/apis" {
+		switch {
+		case path == "/apis":
 			a.serveAPIs(w, r, next, st)
 			return
+		case path == "/openapi/v3":
+			a.serveOpenAPIIndex(w, r, next, st)
+			return
+		case strings.HasPrefix(path, "/openapi/v3/apis/"):
+			if b, ok := st.byGroupVersion[strings.TrimPrefix(path, "/openapi/v3/apis/")]; ok && r.Method == http.MethodGet {
+				a.serveOpenAPIDocument(w, r, b)
+				return
+			}
 		}
 		rest, ok := strings.CutPrefix(path, "/apis/")
 		if !ok {

@@ -410,3 +410,46 @@ func TestDiscoveryMerge(t *testing.T) {
 		t.Errorf("aggregated /apis, unavailable = %s", rec.Body.String())
 	}
 }
+
+// TestOpenAPIv3: the index lists the local documents and the available
+// APIService's, as its backend names it; the document is the backend's.
+func TestOpenAPIv3(t *testing.T) {
+	b := newBackend(t)
+	b.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/openapi/v3":
+			_, _ = io.WriteString(w, `{"paths":{"apis/wardle.example.com/v1alpha1":{"serverRelativeURL":"/openapi/v3/apis/wardle.example.com/v1alpha1?hash=ABC"},"api":{"serverRelativeURL":"/openapi/v3/api?hash=X"}}}`)
+		case "/openapi/v3/apis/wardle.example.com/v1alpha1":
+			if r.Header.Get("X-Remote-User") != "system:kube-aggregator" {
+				w.WriteHeader(http.StatusForbidden)
+				return
+			}
+			w.Header().Set("Etag", `"ABC"`)
+			_, _ = fmt.Fprintf(w, `{"openapi":"3.0.0","hash":%q}`, r.URL.Query().Get("hash"))
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	s := wardle(b.caBundle(), apiregistrationv1.ConditionTrue)
+	a := newTestAggregator(t, b, nil, s)
+	a.refreshOpenAPI(context.Background(), s)
+	local := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"paths":{"apis/apiextensions.k8s.io/v1":{"serverRelativeURL":"/openapi/v3/apis/apiextensions.k8s.io/v1?hash=L"}}}`)
+	})
+	get := func(path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		a.Handler(local).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec
+	}
+	rec := get("/openapi/v3")
+	want := `{"paths":{"apis/apiextensions.k8s.io/v1":{"serverRelativeURL":"/openapi/v3/apis/apiextensions.k8s.io/v1?hash=L"},"apis/wardle.example.com/v1alpha1":{"serverRelativeURL":"/openapi/v3/apis/wardle.example.com/v1alpha1?hash=ABC"}}}`
+	if rec.Body.String() != want {
+		t.Errorf("index = %s\nwant %s", rec.Body.String(), want)
+	}
+	rec = get("/openapi/v3/apis/wardle.example.com/v1alpha1?hash=ABC")
+	if rec.Code != http.StatusOK || rec.Body.String() != `{"openapi":"3.0.0","hash":"ABC"}` || rec.Header().Get("Etag") != `"ABC"` {
+		t.Errorf("document = %d %s %v", rec.Code, rec.Body.String(), rec.Header())
+	}
+}

@@ -108,6 +108,7 @@ func (a *Aggregator) sync(ctx context.Context, orig *apiregistrationv1.APIServic
 		cond.Reason = "Passed"
 		cond.Message = "all checks passed"
 		a.refreshDiscovery(ctx, s)
+		a.refreshOpenAPI(ctx, s)
 	}
 	apiregistrationv1helper.SetAPIServiceCondition(s, cond)
 	if err := a.updateStatus(ctx, orig, s); err != nil {

@@ -11,12 +11,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/endpoints"
-	"k8s.io/client-go/transport"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 )
 
@@ -51,7 +49,7 @@ func (a *Aggregator) fetchDiscovery(ctx context.Context, s *apiregistrationv1.AP
 	if !ok || b.transportErr != nil {
 		return apidiscoveryv2.APIVersionDiscovery{}, fmt.Errorf("no transport to %s", s.Name)
 	}
-	client := &http.Client{Transport: transport.NewAuthProxyRoundTripper("system:kube-aggregator", "", []string{"system:masters"}, nil, b.roundTripper), Timeout: 5 * time.Second}
+	client := a.aggregatorClient(b)
 	host := a.cfg.Resolver.Resolve(b.ref)
 	get := func(path, accept string) (*http.Response, []byte, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+host+path, nil)
