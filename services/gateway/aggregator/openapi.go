@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"time"
 
@@ -130,8 +131,13 @@ func (a *Aggregator) serveOpenAPIDocument(w http.ResponseWriter, r *http.Request
 		http.Error(w, b.transportErr.Error(), http.StatusInternalServerError)
 		return
 	}
-	in := httpx.RequestURL(r)
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "https://"+a.cfg.Resolver.Resolve(b.ref)+in.Path+"?"+in.RawQuery, nil)
+	// the backend's address, the path of the APIService's group version,
+	// the client's hash only
+	u := url.URL{Scheme: "https", Host: a.cfg.Resolver.Resolve(b.ref), Path: "/openapi/v3/apis/" + b.apiService.Spec.Group + "/" + b.apiService.Spec.Version}
+	if hash := httpx.RequestURL(r).Query().Get("hash"); hash != "" {
+		u.RawQuery = url.Values{"hash": {hash}}.Encode()
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u.String(), nil) //nolint:gosec // G704: the host is the registered APIService's backend, as the proxy's
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -141,7 +147,7 @@ func (a *Aggregator) serveOpenAPIDocument(w http.ResponseWriter, r *http.Request
 			req.Header.Set(h, v)
 		}
 	}
-	resp, err := a.aggregatorClient(b).Do(req)
+	resp, err := a.aggregatorClient(b).Do(req) //nolint:gosec // G704: as above
 	if err != nil {
 		http.Error(w, "error trying to reach service: "+err.Error(), http.StatusServiceUnavailable)
 		return
