@@ -89,10 +89,16 @@ test-unit:
 KUBE_APISERVER_BIN := $(BIN)/kube-apiserver
 # /version as upstream's release reports it (the module's version).
 KUBE_APISERVER_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v1.33.13 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=33 -X k8s.io/component-base/version.gitTreeState=clean
+# The extension API server of the aggregation layer's e2e test: upstream's
+# k8s.io/sample-apiserver v0.33 (its own module, outside go.work, pinned in
+# e2e/sampleapiserver/go.mod).
+SAMPLE_APISERVER_BIN := $(BIN)/sample-apiserver
+
 ## test-e2e: start the platform on loopback and drive it with kubectl and client-go
-## (TestExtensionAPIServer: behind upstream's kube-apiserver, $(KUBE_APISERVER_BIN)).
-test-e2e: build $(KUBE_APISERVER_BIN)
-	CRDPLANE_BIN=$(BIN)/crdplane CRDPLANE_BIN_DIR=$(BIN) KUBE_APISERVER_BIN=$(KUBE_APISERVER_BIN) $(GO) test -count=1 -timeout 25m ./e2e/...
+## (TestExtensionAPIServer: behind upstream's kube-apiserver, $(KUBE_APISERVER_BIN);
+## the aggregation layer's test with the real sample-apiserver behind it).
+test-e2e: build $(KUBE_APISERVER_BIN) $(SAMPLE_APISERVER_BIN)
+	CRDPLANE_BIN=$(BIN)/crdplane CRDPLANE_BIN_DIR=$(BIN) KUBE_APISERVER_BIN=$(KUBE_APISERVER_BIN) SAMPLE_APISERVER_BIN=$(SAMPLE_APISERVER_BIN) $(GO) test -count=1 -timeout 25m ./e2e/...
 
 ## kube-apiserver, $(KUBE_APISERVER_BIN): upstream's kube-apiserver v1.33 from the library
 ## (e2e/kubeapiserver: its own module, GOWORK=off), the front of the
@@ -100,6 +106,16 @@ test-e2e: build $(KUBE_APISERVER_BIN)
 kube-apiserver: $(KUBE_APISERVER_BIN)
 $(KUBE_APISERVER_BIN): e2e/kubeapiserver/go.mod e2e/kubeapiserver/go.sum e2e/kubeapiserver/main.go
 	cd e2e/kubeapiserver && GOWORK=off $(GO) build -ldflags '$(KUBE_APISERVER_LDFLAGS)' -o $(KUBE_APISERVER_BIN) .
+
+$(SAMPLE_APISERVER_BIN): e2e/sampleapiserver/go.mod e2e/sampleapiserver/go.sum e2e/sampleapiserver/main.go
+	cd e2e/sampleapiserver && GOWORK=off $(GO) build -o $(SAMPLE_APISERVER_BIN) .
+
+## bench-aggregator: issue 16's proxy overhead: a GET of a flunder through
+## crdplane's aggregation layer and directly from the sample-apiserver,
+## interleaved in one run; prints both medians (e2e TestAggregatorLatency).
+.PHONY: bench-aggregator
+bench-aggregator: build $(SAMPLE_APISERVER_BIN)
+	CRDPLANE_BENCH=1 CRDPLANE_BIN=$(BIN)/crdplane SAMPLE_APISERVER_BIN=$(SAMPLE_APISERVER_BIN) $(GO) test -count=1 -run TestAggregatorLatency -v ./e2e/
 
 ## test-clients: the client matrix (e2e/clients/README.md): a fresh server
 ## driven by client-go v0.30/v0.33/v0.37, controller-runtime v0.18/v0.25,

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 )
 
 // Media types served and consumed.
@@ -75,6 +76,7 @@ func init() {
 	// the part of core/v1 crdplane serves (kube-apiserver's legacy group)
 	builtinScheme.AddKnownTypes(corev1.SchemeGroupVersion, &corev1.Namespace{}, &corev1.NamespaceList{})
 	utilruntime.Must(rbacv1.AddToScheme(builtinScheme))
+	utilruntime.Must(apiregistrationv1.AddToScheme(builtinScheme))
 	builtinCodecs = serializer.NewCodecFactory(builtinScheme)
 }
 
@@ -122,6 +124,8 @@ var wireTypes = map[schema.GroupVersionKind]wireType{
 	autoscalingv1.SchemeGroupVersion.WithKind("Scale"):                          {newObject: func() protoObject { return &autoscalingv1.Scale{} }},
 	corev1.SchemeGroupVersion.WithKind("Namespace"):                             {newObject: func() protoObject { return &corev1.Namespace{} }},
 	corev1.SchemeGroupVersion.WithKind("NamespaceList"):                         {newObject: func() protoObject { return &corev1.NamespaceList{} }, item: "Namespace"},
+	apiregistrationv1.SchemeGroupVersion.WithKind("APIService"):                 {newObject: func() protoObject { return &apiregistrationv1.APIService{} }},
+	apiregistrationv1.SchemeGroupVersion.WithKind("APIServiceList"):             {newObject: func() protoObject { return &apiregistrationv1.APIServiceList{} }, item: "APIService"},
 	rbacv1.SchemeGroupVersion.WithKind("Role"):                                  {newObject: func() protoObject { return &rbacv1.Role{} }},
 	rbacv1.SchemeGroupVersion.WithKind("RoleList"):                              {newObject: func() protoObject { return &rbacv1.RoleList{} }, item: "Role"},
 	rbacv1.SchemeGroupVersion.WithKind("ClusterRole"):                           {newObject: func() protoObject { return &rbacv1.ClusterRole{} }},

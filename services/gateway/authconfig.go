@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crdplane/crdplane/services/gateway/aggregator"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
@@ -26,6 +27,11 @@ type Auth struct {
 	TokenWebhookCacheTTL   time.Duration
 	// RequestHeader is the front proxy (aggregator) authentication.
 	RequestHeader httpx.RequestHeaderConfig
+	// Aggregation is the aggregation layer's: the front-proxy client
+	// certificate the gateway presents to APIService backends (the other
+	// side of an extension server's requestheader authentication) and
+	// where the backends are.
+	Aggregation Aggregation
 	// AuthorizationModes are tried in order (default AlwaysAllow).
 	AuthorizationModes []string
 	// AuthorizationWebhookConfigFile is a kubeconfig naming a
@@ -71,6 +77,41 @@ func (a *Auth) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&a.AuthenticationTolerateLookupFailure, "authentication-tolerate-lookup-failure", false, "with --authentication-kubeconfig: a ConfigMap that cannot be read leaves the requestheader authentication off instead of stopping the server")
 	fs.StringVar(&a.AuthorizationKubeconfig, "authorization-kubeconfig", "", "kubeconfig of the front kube-apiserver, with a user allowed to create subjectaccessreviews.authorization.k8s.io: --authorization-mode Webhook delegates there (instead of --authorization-webhook-config-file)")
 	listFlag(fs, &a.AuthorizationAlwaysAllowPaths, []string{"/healthz", "/readyz", "/livez"}, "authorization-always-allow-paths", "HTTP paths authorized without asking the authorization modes (a trailing * makes a prefix)")
+
+	a.Aggregation.RegisterFlags(fs)
+}
+
+// Aggregation configures the aggregation layer (APIServices).
+type Aggregation struct {
+	// ProxyClientCertFile and ProxyClientKeyFile are the PEM client
+	// certificate and key presented to APIService backends, as
+	// kube-apiserver's flags of the same names.
+	ProxyClientCertFile, ProxyClientKeyFile string
+	// ServiceOverrides give the address of Services that
+	// <name>.<namespace>.svc does not reach (crdplane outside a cluster).
+	ServiceOverrides aggregator.Overrides
+	// ProbeInterval is how often each APIService's backend is checked.
+	ProbeInterval time.Duration
+}
+
+// RegisterFlags adds the aggregation layer's flags to fs.
+func (g *Aggregation) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&g.ProxyClientCertFile, "proxy-client-cert-file", "", "PEM client certificate presented to APIService backends (their --requestheader-client-ca-file verifies it)")
+	fs.StringVar(&g.ProxyClientKeyFile, "proxy-client-key-file", "", "PEM key of --proxy-client-cert-file")
+	g.ServiceOverrides = aggregator.Overrides{}
+	fs.Var(g.ServiceOverrides, "aggregator-service-override", "<namespace>/<name>:<port>=<host>:<port>: dial host:port for an APIService's Service instead of <name>.<namespace>.svc:<port> (repeatable; for crdplane outside a cluster)")
+	fs.DurationVar(&g.ProbeInterval, "aggregator-probe-interval", 30*time.Second, "how often each APIService's backend is checked for the Available condition (a failed check is retried sooner)")
+}
+
+// Validate checks that the client certificate and key go together.
+func (g *Aggregation) Validate() error {
+	if (g.ProxyClientCertFile == "") != (g.ProxyClientKeyFile == "") {
+		return errors.New("--proxy-client-cert-file and --proxy-client-key-file go together")
+	}
+	if g.ProbeInterval < 0 {
+		return errors.New("--aggregator-probe-interval can not be negative")
+	}
+	return nil
 }
 
 // listFlag is a comma-separated list flag with a default.
@@ -117,7 +158,7 @@ func (a *Auth) Validate() error {
 	if len(a.RequestHeader.AllowedNames) > 0 && a.RequestHeader.ClientCAFile == "" {
 		return errors.New("--requestheader-allowed-names needs --requestheader-client-ca-file")
 	}
-	return nil
+	return a.Aggregation.Validate()
 }
 
 // authConfigs are the edge's authentication and authorization

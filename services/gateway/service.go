@@ -27,6 +27,7 @@ import (
 	registryv1 "github.com/crdplane/crdplane/proto/crdplane/registry/v1"
 	storagev1 "github.com/crdplane/crdplane/proto/crdplane/storage/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
+	"github.com/crdplane/crdplane/services/gateway/aggregator"
 	"github.com/crdplane/crdplane/services/gateway/core"
 	"github.com/crdplane/crdplane/services/gateway/cr"
 	"github.com/crdplane/crdplane/services/gateway/crd"
@@ -51,6 +52,8 @@ type Service struct {
 	// configured (readiness waits for the cache).
 	rbacCache *rbacauthz.Cache
 	rbacMode  bool
+	// aggregator proxies the APIServices' group versions.
+	aggregator *aggregator.Aggregator
 	// converted keeps webhook-converted objects served (cr.Config.Converted).
 	converted *convcache.Cache
 	api       *kubeAPI
@@ -154,6 +157,10 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s.probes = []*grpcx.Probe{grpcx.NewProbe("storage", stoConn), grpcx.NewProbe("registry", regConn)}
 	registry := registryv1.NewRegistryServiceClient(regConn)
 	s.crds = crdcache.New(registry, log)
+	apiRegClient := registryv1.NewAPIRegistrationServiceClient(regConn)
+	if s.aggregator, err = newAggregator(cfg.Auth.Aggregation, apiRegClient, log); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	s.converted = convcache.New(convcache.Config{MaxBytes: convcache.DefaultMaxBytes, Component: "gateway"})
 	namespaces := registryv1.NewNamespaceServiceClient(regConn)
 	var lifecycleNamespaces registryv1.NamespaceServiceClient
@@ -163,7 +170,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s.api = &kubeAPI{
 		discovery: &discovery.Server{Registry: registry, OpenAPI: registryv1.NewOpenAPIServiceClient(regConn)},
 		crdAPI:    crd.New(crd.Config{Registry: registry, MinRequestTimeout: cfg.MinRequestTimeout}),
-		rbacAPI:   rbac.New(rbac.Config{RBAC: rbacClient, MinRequestTimeout: cfg.MinRequestTimeout, Authorizer: authz, Policy: s.rbacCache.Policy}),
+		rbacAPI: rbac.New(rbac.Config{RBAC: rbacClient, APIRegistration: apiRegClient, MinRequestTimeout: cfg.MinRequestTimeout,
+			Authorizer: authz, Policy: s.rbacCache.Policy}),
 		crAPI: cr.New(cr.Config{
 			Registry:            registry,
 			Storage:             storagev1.NewStorageServiceClient(stoConn),
@@ -193,7 +201,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	watchCtx, stopWatches := context.WithCancel(bg)
 	s.stopWatches = stopWatches
 	s.auditor = auditor
-	s.handler = instrument(&httpx.Edge{Auth: authn, Authz: authz, Audit: auditor, MaxBody: cfg.MaxRequestBodyBytes, RequestTimeout: cfg.RequestTimeout, Next: mux, StopWatches: watchCtx,
+	s.handler = instrument(&httpx.Edge{Auth: authn, Authz: authz, Audit: auditor, MaxBody: cfg.MaxRequestBodyBytes, RequestTimeout: cfg.RequestTimeout, Next: s.aggregator.Handler(mux), StopWatches: watchCtx,
 		Inflight: httpx.NewInflightLimiter(cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight),
 		Watches:  httpx.NewWatchLimiter(cfg.MaxWatchesPerClient, cfg.MaxWatches)})
 
@@ -220,6 +228,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		}
 		wg.Go(func() { s.rbacCache.Run(bg) })
 		authn.Run(bg)
+
+		wg.Go(func() { s.aggregator.Run(bg) })
 		s.crds.Run(bg)
 		wg.Wait()
 	}()
@@ -453,4 +463,23 @@ func serverTLS(cfg Config) (*tls.Config, error) {
 		tc.ClientAuth = tls.RequestClientCert
 	}
 	return tc, nil
+}
+
+// newAggregator builds the aggregation layer from its configuration (the
+// proxy client certificate read once, at start).
+func newAggregator(cfg Aggregation, client registryv1.APIRegistrationServiceClient, log *slog.Logger) (*aggregator.Aggregator, error) {
+	ac := aggregator.Config{Client: client, Resolver: aggregator.NewResolver(cfg.ServiceOverrides), ProbeInterval: cfg.ProbeInterval, Log: log}
+	if cfg.ProxyClientCertFile != "" {
+		var err error
+		if ac.ProxyClientCert, err = os.ReadFile(cfg.ProxyClientCertFile); err != nil {
+			return nil, fmt.Errorf("--proxy-client-cert-file: %w", err)
+		}
+		if ac.ProxyClientKey, err = os.ReadFile(cfg.ProxyClientKeyFile); err != nil {
+			return nil, fmt.Errorf("--proxy-client-key-file: %w", err)
+		}
+		if _, err := tls.X509KeyPair(ac.ProxyClientCert, ac.ProxyClientKey); err != nil {
+			return nil, fmt.Errorf("--proxy-client-cert-file: %w", err)
+		}
+	}
+	return aggregator.New(ac), nil
 }

@@ -77,6 +77,7 @@ var aggregatedVersions = []string{"v2", "v2beta1"}
 
 func newDiscoveryIndex() *discoveryIndex {
 	x := &discoveryIndex{crds: map[string]map[string]*CRD{}, groups: map[string]*groupDocs{}}
+	x.setGroup(apiRegistrationGroup, renderGroup(apiRegistrationGroupDocs()))
 	x.setGroup(authorizationGroup, renderGroup(authorizationGroupDocs()))
 	x.setGroup(rbacGroup, renderGroup(rbacGroupDocs()))
 	x.setGroup(groupName, renderGroup(builtinGroup()))
@@ -296,9 +297,30 @@ func (g *discoveryGroup) version(name string) *discoveryVersion {
 const authorizationGroup = "authorization.k8s.io"
 
 // builtinGroups are the groups crdplane serves itself, first in /apis in
-// kube-apiserver's order (by group priority: authorization.k8s.io 17600,
-// apiextensions.k8s.io 16700); CRDs cannot add to them.
-var builtinGroups = []string{authorizationGroup, rbacGroup, groupName}
+// kube-apiserver's order (apiregistration.k8s.io first, as the
+// aggregator puts it, then by group priority: authorization.k8s.io 17600,
+// rbac.authorization.k8s.io 17000, apiextensions.k8s.io 16700); CRDs
+// cannot add to them.
+var builtinGroups = []string{apiRegistrationGroup, authorizationGroup, rbacGroup, groupName}
+
+// apiRegistrationGroup is the APIRegistrationService's:
+// apiregistration.k8s.io/v1 APIServices.
+const apiRegistrationGroup = "apiregistration.k8s.io"
+
+// apiRegistrationGroupDocs describes apiregistration.k8s.io/v1 as
+// kube-apiserver lists it: apiservices (with the api-extensions category)
+// and apiservices/status.
+func apiRegistrationGroupDocs() *discoveryGroup {
+	g := &discoveryGroup{name: apiRegistrationGroup, versions: map[string]*discoveryVersion{}}
+	v := g.version("v1")
+	v.resources = append(v.resources,
+		metav1.APIResource{Name: "apiservices", SingularName: "apiservice", Kind: "APIService", Verbs: rbacVerbs, Categories: []string{"api-extensions"},
+			StorageVersionHash: storageVersionHash(apiRegistrationGroup, "v1", "APIService")},
+		metav1.APIResource{Name: "apiservices/status", SingularName: "", Kind: "APIService", Verbs: []string{"get", "patch", "update"}})
+	v.aggregated = append(v.aggregated, aggregatedResource{resource: "apiservices", singular: "apiservice", kind: &metav1.GroupVersionKind{Kind: "APIService"},
+		cluster: true, verbs: rbacVerbs, categories: []string{"api-extensions"}, status: &metav1.GroupVersionKind{Kind: "APIService"}})
+	return g
+}
 
 func isBuiltinGroup(name string) bool { return slices.Contains(builtinGroups, name) }
 

@@ -18,6 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/applyconfigurations"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	aggapplyconfiguration "k8s.io/kube-aggregator/pkg/client/applyconfiguration"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
@@ -36,45 +39,98 @@ type rbacObject interface {
 type rbacKind struct {
 	resource, kind string
 	namespaced     bool
-	newObject      func() rbacObject
+	// gv is the kind's group version (rbac.authorization.k8s.io/v1 unless
+	// set).
+	gv schema.GroupVersion
+	// keyBase is the storage collection without its trailing slash
+	// (/registry/<resource> unless set: kube-apiserver's groupless RBAC
+	// keys).
+	keyBase   string
+	newObject func() rbacObject
 	// validate is ValidateRole, ValidateClusterRole, ...
 	validate func(obj rbacObject) field.ErrorList
 	// validateUpdate is what the update validation adds (roleRef is
 	// immutable on bindings).
 	validateUpdate func(obj, old rbacObject) field.ErrorList
+	// nameFn is the kind's name rule (nil: a path segment name).
+	nameFn func(obj rbacObject) metavalidation.ValidateNameFunc
+	// status is the kind's status subresource (nil: none).
+	status *statusSubresource
+	// strict is a strategy that neither creates on update nor updates
+	// without a resourceVersion (the RBAC strategies do both), and
+	// validates an update's metadata change before the object, as
+	// kube-aggregator's APIService strategy.
+	strict bool
 	// fieldManager is built once (the managedFields of writes and
 	// server-side apply).
 	fmOnce sync.Once
 	fm     *managedfields.FieldManager
 	fmErr  error
+	// statusFM is the status subresource's field manager.
+	statusFMOnce sync.Once
+	statusFM     *managedfields.FieldManager
+	statusFMErr  error
+}
+
+// statusSubresource is what a kind with a status subresource adds to the
+// generic store, as upstream's strategy and status strategy.
+type statusSubresource struct {
+	// prepareCreate is PrepareForCreate (the status a new object starts
+	// with).
+	prepareCreate func(obj rbacObject)
+	// keepStatus is the main strategy's PrepareForUpdate: obj keeps old's
+	// status.
+	keepStatus func(obj, old rbacObject)
+	// keepSpec is the status strategy's PrepareForUpdate: obj keeps old's
+	// spec (and the metadata it resets).
+	keepSpec func(obj, old rbacObject)
+	// validateStatus is ValidateXStatusUpdate past the metadata.
+	validateStatus func(obj rbacObject) field.ErrorList
+	// resetFields are the main and the status strategies' GetResetFields.
+	resetFields, statusResetFields map[fieldpath.APIVersion]*fieldpath.Set
 }
 
 var rbacGV = rbacv1.SchemeGroupVersion
 
-func (k *rbacKind) gvk() schema.GroupVersionKind { return rbacGV.WithKind(k.kind) }
+func (k *rbacKind) groupVersion() schema.GroupVersion {
+	if k.gv.Version == "" {
+		return rbacGV
+	}
+	return k.gv
+}
+
+func (k *rbacKind) gvk() schema.GroupVersionKind { return k.groupVersion().WithKind(k.kind) }
 func (k *rbacKind) gr() schema.GroupResource {
-	return schema.GroupResource{Group: rbacv1.GroupName, Resource: k.resource}
+	return schema.GroupResource{Group: k.groupVersion().Group, Resource: k.resource}
 }
 func (k *rbacKind) gk() schema.GroupKind {
-	return schema.GroupKind{Group: rbacv1.GroupName, Kind: k.kind}
+	return schema.GroupKind{Group: k.groupVersion().Group, Kind: k.kind}
+}
+
+func (k *rbacKind) base() string {
+	if k.keyBase != "" {
+		return k.keyBase
+	}
+	return "/registry/" + k.resource
 }
 
 // key is the object's storage key, kube-apiserver's layout:
-// /registry/<resource>/[<namespace>/]<name>.
+// /registry/<resource>/[<namespace>/]<name> for RBAC, keyBase/<name>
+// otherwise.
 func (k *rbacKind) key(namespace, name string) string {
 	if k.namespaced {
-		return "/registry/" + k.resource + "/" + namespace + "/" + name
+		return k.base() + "/" + namespace + "/" + name
 	}
-	return "/registry/" + k.resource + "/" + name
+	return k.base() + "/" + name
 }
 
 // prefix is the storage collection of the resource in namespace (all
 // namespaces when empty).
 func (k *rbacKind) prefix(namespace string) string {
 	if k.namespaced && namespace != "" {
-		return "/registry/" + k.resource + "/" + namespace + "/"
+		return k.base() + "/" + namespace + "/"
 	}
-	return "/registry/" + k.resource + "/"
+	return k.base() + "/"
 }
 
 var rbacKinds = map[string]*rbacKind{}
@@ -117,6 +173,7 @@ func init() {
 			validateUpdate: func(o, old rbacObject) field.ErrorList {
 				return validateRoleRefUpdate(o.(*rbacv1.ClusterRoleBinding).RoleRef, old.(*rbacv1.ClusterRoleBinding).RoleRef)
 			}},
+		apiServiceKind,
 	} {
 		rbacKinds[k.resource] = k
 	}
@@ -140,6 +197,10 @@ var rbacScheme = func() *runtime.Scheme {
 		panic(err)
 	}
 	metav1.AddToGroupVersion(s, rbacGV)
+	if err := apiregistrationv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	metav1.AddToGroupVersion(s, apiregistrationv1.SchemeGroupVersion)
 	return s
 }()
 
@@ -167,6 +228,9 @@ func (k *rbacKind) defaults(obj rbacObject) {
 	var ref *rbacv1.RoleRef
 	var subjects []rbacv1.Subject
 	switch o := obj.(type) {
+	case *apiregistrationv1.APIService:
+		apiregistrationv1.SetObjectDefaults_APIService(o)
+		return
 	case *rbacv1.RoleBinding:
 		ref, subjects = &o.RoleRef, o.Subjects
 	case *rbacv1.ClusterRoleBinding:
@@ -206,17 +270,43 @@ func (k *rbacKind) decodeStored(data []byte, rv int64) (rbacObject, error) {
 	return obj, nil
 }
 
-// fieldManager maintains managedFields of the kind (no reset fields: the
-// RBAC kinds have no status).
+// fieldManager maintains managedFields of the kind (no reset fields for
+// the RBAC kinds, which have no status; status for a kind that has one).
 func (k *rbacKind) fieldManager() (*managedfields.FieldManager, error) {
 	k.fmOnce.Do(func() {
-		tc := applyconfigurations.NewTypeConverter(rbacScheme)
-		k.fm, k.fmErr = managedfields.NewDefaultFieldManager(tc, rbacScheme, rbacScheme, rbacScheme, k.gvk(), rbacGV, "", nil)
-		if k.fmErr != nil {
-			k.fmErr = fmt.Errorf("%s field manager: %w", k.kind, k.fmErr)
+		var reset map[fieldpath.APIVersion]*fieldpath.Set
+		if k.status != nil {
+			reset = k.status.resetFields
 		}
+		k.fm, k.fmErr = k.newFieldManager("", reset)
 	})
 	return k.fm, k.fmErr
+}
+
+// statusFieldManager maintains managedFields of status updates.
+func (k *rbacKind) statusFieldManager() (*managedfields.FieldManager, error) {
+	k.statusFMOnce.Do(func() {
+		k.statusFM, k.statusFMErr = k.newFieldManager("status", k.status.statusResetFields)
+	})
+	return k.statusFM, k.statusFMErr
+}
+
+func (k *rbacKind) newFieldManager(subresource string, reset map[fieldpath.APIVersion]*fieldpath.Set) (*managedfields.FieldManager, error) {
+	var tc managedfields.TypeConverter
+	if k.groupVersion() == apiregistrationv1.SchemeGroupVersion {
+		tc = aggapplyconfiguration.NewTypeConverter(rbacScheme)
+	} else {
+		tc = applyconfigurations.NewTypeConverter(rbacScheme)
+	}
+	var filter map[fieldpath.APIVersion]fieldpath.Filter
+	if reset != nil {
+		filter = fieldpath.NewExcludeFilterSetMap(reset)
+	}
+	fm, err := managedfields.NewDefaultFieldManager(tc, rbacScheme, rbacScheme, rbacScheme, k.gvk(), k.groupVersion(), subresource, filter)
+	if err != nil {
+		return nil, fmt.Errorf("%s field manager: %w", k.kind, err)
+	}
+	return fm, nil
 }
 
 func (k *rbacKind) empty() rbacObject {
@@ -228,7 +318,16 @@ func (k *rbacKind) empty() rbacObject {
 // trackUpdate records manager's "Update" of obj over live (nil on create)
 // in obj's managedFields; as upstream, a failure keeps live's.
 func (k *rbacKind) trackUpdate(live, obj rbacObject, manager string) (rbacObject, error) {
-	fm, err := k.fieldManager()
+	return k.trackUpdateWith(k.fieldManager, live, obj, manager)
+}
+
+// trackStatusUpdate is trackUpdate for the status subresource.
+func (k *rbacKind) trackStatusUpdate(live, obj rbacObject, manager string) (rbacObject, error) {
+	return k.trackUpdateWith(k.statusFieldManager, live, obj, manager)
+}
+
+func (k *rbacKind) trackUpdateWith(fieldManager func() (*managedfields.FieldManager, error), live, obj rbacObject, manager string) (rbacObject, error) {
+	fm, err := fieldManager()
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
@@ -244,8 +343,13 @@ func (k *rbacKind) trackUpdate(live, obj rbacObject, manager string) (rbacObject
 	return res, nil
 }
 
-// apply merges a server-side apply into live (nil: the apply creates).
-func (k *rbacKind) apply(live rbacObject, body []byte, manager string, force bool, directive string) (rbacObject, []string, error) {
+// apply merges a server-side apply into live (nil: the apply creates),
+// of the status subresource when status is set.
+func (k *rbacKind) apply(live rbacObject, body []byte, manager string, force bool, directive string, status bool) (rbacObject, []string, error) {
+	fmFor := k.fieldManager
+	if status {
+		fmFor = k.statusFieldManager
+	}
 	if live == nil {
 		live = k.empty()
 	}
@@ -256,13 +360,15 @@ func (k *rbacKind) apply(live rbacObject, body []byte, manager string, force boo
 	)
 	switch l := live.(type) {
 	case *rbacv1.Role:
-		out, warnings, err = applyTyped(k, l, body, manager, force, directive)
+		out, warnings, err = applyTyped(fmFor, l, body, manager, force, directive)
 	case *rbacv1.ClusterRole:
-		out, warnings, err = applyTyped(k, l, body, manager, force, directive)
+		out, warnings, err = applyTyped(fmFor, l, body, manager, force, directive)
 	case *rbacv1.RoleBinding:
-		out, warnings, err = applyTyped(k, l, body, manager, force, directive)
+		out, warnings, err = applyTyped(fmFor, l, body, manager, force, directive)
 	case *rbacv1.ClusterRoleBinding:
-		out, warnings, err = applyTyped(k, l, body, manager, force, directive)
+		out, warnings, err = applyTyped(fmFor, l, body, manager, force, directive)
+	case *apiregistrationv1.APIService:
+		out, warnings, err = applyTyped(fmFor, l, body, manager, force, directive)
 	default:
 		return nil, nil, apierrors.NewInternalError(fmt.Errorf("apply to %T", live))
 	}
@@ -276,8 +382,8 @@ func (k *rbacKind) apply(live rbacObject, body []byte, manager string, force boo
 func applyTyped[T interface {
 	*E
 	rbacObject
-}, E any](k *rbacKind, live T, body []byte, manager string, force bool, directive string) (rbacObject, []string, error) {
-	out, warnings, err := applyWithManager(k.fieldManager, live, body, manager, force, directive)
+}, E any](fmFor func() (*managedfields.FieldManager, error), live T, body []byte, manager string, force bool, directive string) (rbacObject, []string, error) {
+	out, warnings, err := applyWithManager(fmFor, live, body, manager, force, directive)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -395,13 +501,33 @@ func (r internalRoleRef) GoString() string {
 // (names are path segments, as upstream's minimalNameRequirements) and the
 // kind's own rules.
 func (k *rbacKind) validateCreate(obj rbacObject) error {
-	errs := metavalidation.ValidateObjectMetaAccessor(obj, k.namespaced, metavalidation.ValidatePathSegmentName, field.NewPath("metadata"))
+	errs := metavalidation.ValidateObjectMetaAccessor(obj, k.namespaced, k.names(obj), field.NewPath("metadata"))
 	errs = append(errs, k.validate(obj)...)
 	return k.invalid(obj.GetName(), errs)
 }
 
+func (k *rbacKind) names(obj rbacObject) metavalidation.ValidateNameFunc {
+	if k.nameFn != nil {
+		return k.nameFn(obj)
+	}
+	return metavalidation.ValidatePathSegmentName
+}
+
+// validateStatusUpdateOf is the status strategy's ValidateUpdate.
+func (k *rbacKind) validateStatusUpdateOf(obj, old rbacObject) error {
+	errs := metavalidation.ValidateObjectMetaAccessorUpdate(obj, old, field.NewPath("metadata"))
+	errs = append(errs, k.status.validateStatus(obj)...)
+	return k.invalid(obj.GetName(), errs)
+}
+
 func (k *rbacKind) validateUpdateOf(obj, old rbacObject) error {
-	errs := metavalidation.ValidateObjectMetaAccessor(obj, k.namespaced, metavalidation.ValidatePathSegmentName, field.NewPath("metadata"))
+	if k.strict {
+		errs := metavalidation.ValidateObjectMetaAccessorUpdate(obj, old, field.NewPath("metadata"))
+		errs = append(errs, metavalidation.ValidateObjectMetaAccessor(obj, k.namespaced, k.names(obj), field.NewPath("metadata"))...)
+		errs = append(errs, k.validate(obj)...)
+		return k.invalid(obj.GetName(), errs)
+	}
+	errs := metavalidation.ValidateObjectMetaAccessor(obj, k.namespaced, k.names(obj), field.NewPath("metadata"))
 	errs = append(errs, k.validate(obj)...)
 	errs = append(errs, metavalidation.ValidateObjectMetaAccessorUpdate(obj, old, field.NewPath("metadata"))...)
 	if k.validateUpdate != nil {

@@ -237,7 +237,7 @@ func (c *rbacController) aggregate(ctx context.Context) error {
 		updated.Rules = rules
 		tracked, err := k.trackUpdate(cr, updated, aggregationManager)
 		if err == nil {
-			_, err = c.srv.update(ctx, k, tracked, cr, false)
+			_, err = c.srv.update(ctx, k, tracked, cr, false, false)
 		}
 		if err != nil && !apierrors.IsConflict(err) {
 			errs = append(errs, err)

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
 	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/kstatus"
@@ -33,14 +34,25 @@ type rbacServer struct {
 	registryv1.UnimplementedRBACServiceServer
 	client storagev1.StorageServiceClient
 	log    *slog.Logger
+	// group is the group of the kinds served (rbac.authorization.k8s.io
+	// when empty; apiregistration.k8s.io for the APIRegistrationService).
+	group string
 }
 
-// rbacTarget resolves a request's kind and namespace: a namespaced kind
-// needs one for a single object; a cluster-scoped kind has none.
-func rbacTarget(t *registryv1.RBACTarget, needNamespace bool) (*rbacKind, string, error) {
+// target resolves a request's kind and namespace: a kind of the server's
+// group; a namespaced kind needs a namespace for a single object; a
+// cluster-scoped kind has none.
+func (s *rbacServer) target(t *registryv1.RBACTarget, needNamespace bool) (*rbacKind, string, error) {
 	k, err := rbacKindOf(t.GetResource())
 	if err != nil {
 		return nil, "", err
+	}
+	group := s.group
+	if group == "" {
+		group = rbacv1.GroupName
+	}
+	if k.gr().Group != group {
+		return nil, "", notFoundResource()
 	}
 	ns := t.GetNamespace()
 	if !k.namespaced {
@@ -130,7 +142,7 @@ func checkObjectTarget(k *rbacKind, obj rbacObject, ns, name string) error {
 
 // Create validates and stores a new object.
 func (s *rbacServer) Create(ctx context.Context, r *registryv1.RBACServiceCreateRequest) (*registryv1.CreateResponse, error) {
-	k, ns, err := rbacTarget(r.GetTarget(), true)
+	k, ns, err := s.target(r.GetTarget(), true)
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
@@ -160,6 +172,9 @@ func (s *rbacServer) create(ctx context.Context, k *rbacKind, obj rbacObject, dr
 	sentRV := obj.GetResourceVersion()
 	if err := prepareRBACCreate(k, obj); err != nil {
 		return nil, err
+	}
+	if k.status != nil {
+		k.status.prepareCreate(obj)
 	}
 	if err := k.validateCreate(obj); err != nil {
 		return nil, err
@@ -215,13 +230,36 @@ func accessorMeta(obj rbacObject) *metav1.ObjectMeta {
 		return &o.ObjectMeta
 	case *rbacv1.ClusterRoleBinding:
 		return &o.ObjectMeta
+	case *apiregistrationv1.APIService:
+		return &o.ObjectMeta
 	}
 	panic(fmt.Sprintf("not an RBAC object: %T", obj))
 }
 
+// statusTarget reports whether a write's subresource is the kind's status;
+// another subresource is upstream's 404.
+func statusTarget(k *rbacKind, sub string) (bool, error) {
+	switch {
+	case sub == "":
+		return false, nil
+	case sub == "status" && k.status != nil:
+		return true, nil
+	}
+	return false, notFoundResource()
+}
+
+// track records a write's managedFields, of the status subresource when
+// status is set.
+func (k *rbacKind) track(status bool, cur, obj rbacObject, manager string) (rbacObject, error) {
+	if status {
+		return k.trackStatusUpdate(cur, obj, manager)
+	}
+	return k.trackUpdate(cur, obj, manager)
+}
+
 // Get reads one object.
 func (s *rbacServer) Get(ctx context.Context, r *registryv1.RBACServiceGetRequest) (*registryv1.GetResponse, error) {
-	k, ns, err := rbacTarget(r.GetTarget(), true)
+	k, ns, err := s.target(r.GetTarget(), true)
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
@@ -261,7 +299,7 @@ func rbacFieldSelector(sel string) (string, error) {
 
 // List reads objects, filtered and paginated by the storage.
 func (s *rbacServer) List(ctx context.Context, r *registryv1.RBACServiceListRequest) (*registryv1.ListResponse, error) {
-	k, ns, err := rbacTarget(r.GetTarget(), false)
+	k, ns, err := s.target(r.GetTarget(), false)
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
@@ -286,13 +324,14 @@ func (s *rbacServer) List(ctx context.Context, r *registryv1.RBACServiceListRequ
 
 // Update replaces an object.
 func (s *rbacServer) Update(ctx context.Context, r *registryv1.RBACServiceUpdateRequest) (*registryv1.UpdateResponse, error) {
-	k, ns, err := rbacTarget(r.GetTarget(), true)
+	k, ns, err := s.target(r.GetTarget(), true)
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
 	req := r.GetRequest()
-	if req.GetSubresource() != "" {
-		return nil, kstatus.ToGRPC(notFoundResource())
+	status, err := statusTarget(k, req.GetSubresource())
+	if err != nil {
+		return nil, kstatus.ToGRPC(err)
 	}
 	obj, warnings, err := k.decode(req.GetObject(), req.GetOptions().GetFieldValidation())
 	if err != nil {
@@ -302,7 +341,7 @@ func (s *rbacServer) Update(ctx context.Context, r *registryv1.RBACServiceUpdate
 		return nil, kstatus.ToGRPC(err)
 	}
 	cur, err := s.get(ctx, k, ns, req.GetName())
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) && !k.strict && !status {
 		// AllowCreateOnUpdate, as the RBAC strategies
 		if obj, err = k.trackUpdate(nil, obj, managerOf(req.GetOptions())); err != nil {
 			return nil, kstatus.ToGRPC(err)
@@ -321,10 +360,10 @@ func (s *rbacServer) Update(ctx context.Context, r *registryv1.RBACServiceUpdate
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
-	if obj, err = k.trackUpdate(cur, obj, managerOf(req.GetOptions())); err != nil {
+	if obj, err = k.track(status, cur, obj, managerOf(req.GetOptions())); err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
-	out, err := s.update(ctx, k, obj, cur, req.GetOptions().GetDryRun())
+	out, err := s.update(ctx, k, obj, cur, req.GetOptions().GetDryRun(), status)
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
@@ -338,9 +377,14 @@ func (s *rbacServer) Update(ctx context.Context, r *registryv1.RBACServiceUpdate
 // update applies an update of obj (as sent) over cur (as stored): the
 // resourceVersion check (the RBAC kinds allow unconditional updates), the
 // generic metadata rules, validation and the write.
-func (s *rbacServer) update(ctx context.Context, k *rbacKind, obj, cur rbacObject, dryRun bool) (rbacObject, error) {
+func (s *rbacServer) update(ctx context.Context, k *rbacKind, obj, cur rbacObject, dryRun, status bool) (rbacObject, error) {
 	switch rv := obj.GetResourceVersion(); rv {
 	case "", "0":
+		if k.strict {
+			return nil, fielderr.NewInvalid(k.gk(), obj.GetName(), field.ErrorList{
+				field.Invalid(field.NewPath("metadata").Child("resourceVersion"), uint64(0), "must be specified for an update"),
+			})
+		}
 		obj.SetResourceVersion(cur.GetResourceVersion())
 	default:
 		if _, err := strconv.ParseUint(rv, 10, 64); err != nil {
@@ -361,8 +405,19 @@ func (s *rbacServer) update(ctx context.Context, k *rbacKind, obj, cur rbacObjec
 	if obj.GetDeletionGracePeriodSeconds() == nil {
 		obj.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
 	}
-	if err := k.validateUpdateOf(obj, cur); err != nil {
-		return nil, err
+	switch {
+	case status:
+		k.status.keepSpec(obj, cur)
+		if err := k.validateStatusUpdateOf(obj, cur); err != nil {
+			return nil, err
+		}
+	default:
+		if k.status != nil {
+			k.status.keepStatus(obj, cur)
+		}
+		if err := k.validateUpdateOf(obj, cur); err != nil {
+			return nil, err
+		}
 	}
 	if dryRun {
 		return obj, nil
@@ -421,16 +476,17 @@ func applyPatchTo(k *rbacKind, original []byte, patchType string, body []byte) (
 // apply, starting over when another writer got in first (unless the patch
 // names a resourceVersion).
 func (s *rbacServer) Patch(ctx context.Context, r *registryv1.RBACServicePatchRequest) (*registryv1.PatchResponse, error) {
-	k, ns, err := rbacTarget(r.GetTarget(), true)
+	k, ns, err := s.target(r.GetTarget(), true)
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
 	req := r.GetRequest()
-	if req.GetSubresource() != "" {
-		return nil, kstatus.ToGRPC(notFoundResource())
+	status, err := statusTarget(k, req.GetSubresource())
+	if err != nil {
+		return nil, kstatus.ToGRPC(err)
 	}
 	if req.GetPatchType() == applyPatchType {
-		return s.apply(ctx, k, ns, req)
+		return s.apply(ctx, k, ns, req, status)
 	}
 	opts := req.GetOptions()
 	pinned := patchSetsResourceVersion(req.GetPatchType(), req.GetPatch())
@@ -462,10 +518,10 @@ func (s *rbacServer) Patch(ctx context.Context, r *registryv1.RBACServicePatchRe
 		if err := checkObjectTarget(k, obj, ns, req.GetName()); err != nil {
 			return nil, kstatus.ToGRPC(err)
 		}
-		if obj, err = k.trackUpdate(cur, obj, managerOf(opts)); err != nil {
+		if obj, err = k.track(status, cur, obj, managerOf(opts)); err != nil {
 			return nil, kstatus.ToGRPC(err)
 		}
-		out, err := s.update(ctx, k, obj, cur, opts.GetDryRun())
+		out, err := s.update(ctx, k, obj, cur, opts.GetDryRun(), status)
 		if apierrors.IsConflict(err) && !pinned && attempt < maxCASRetries {
 			continue
 		}
@@ -480,14 +536,14 @@ func (s *rbacServer) Patch(ctx context.Context, r *registryv1.RBACServicePatchRe
 	}
 }
 
-func (s *rbacServer) apply(ctx context.Context, k *rbacKind, ns string, req *registryv1.PatchRequest) (*registryv1.PatchResponse, error) {
+func (s *rbacServer) apply(ctx context.Context, k *rbacKind, ns string, req *registryv1.PatchRequest, status bool) (*registryv1.PatchResponse, error) {
 	opts := req.GetOptions()
 	for attempt := 0; ; attempt++ {
 		cur, err := s.get(ctx, k, ns, req.GetName())
-		if err != nil && !apierrors.IsNotFound(err) {
+		if err != nil && (status || !apierrors.IsNotFound(err)) {
 			return nil, kstatus.ToGRPC(err)
 		}
-		obj, warnings, err := k.apply(cur, req.GetPatch(), opts.GetFieldManager(), opts.GetForce(), opts.GetFieldValidation())
+		obj, warnings, err := k.apply(cur, req.GetPatch(), opts.GetFieldManager(), opts.GetForce(), opts.GetFieldValidation(), status)
 		if err != nil {
 			return nil, kstatus.ToGRPC(err)
 		}
@@ -505,7 +561,7 @@ func (s *rbacServer) apply(ctx context.Context, k *rbacKind, ns string, req *reg
 			if !pinned {
 				obj.SetResourceVersion(cur.GetResourceVersion())
 			}
-			out, err = s.update(ctx, k, obj, cur, opts.GetDryRun())
+			out, err = s.update(ctx, k, obj, cur, opts.GetDryRun(), status)
 			if apierrors.IsConflict(err) && !pinned && attempt < maxCASRetries {
 				continue
 			}
@@ -524,7 +580,7 @@ func (s *rbacServer) apply(ctx context.Context, k *rbacKind, ns string, req *reg
 // Delete is the generic store's delete: preconditions, then the object is
 // removed, or marked (deletionTimestamp) while metadata finalizers hold it.
 func (s *rbacServer) Delete(ctx context.Context, r *registryv1.RBACServiceDeleteRequest) (*registryv1.DeleteResponse, error) {
-	k, ns, err := rbacTarget(r.GetTarget(), true)
+	k, ns, err := s.target(r.GetTarget(), true)
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
@@ -606,7 +662,7 @@ func (s *rbacServer) deleteOnce(ctx context.Context, k *rbacKind, ns string, req
 // Watch follows the changes of a kind (in a namespace, or all) from the
 // storage's watch.
 func (s *rbacServer) Watch(r *registryv1.RBACServiceWatchRequest, stream registryv1.RBACService_WatchServer) error {
-	k, ns, err := rbacTarget(r.GetTarget(), false)
+	k, ns, err := s.target(r.GetTarget(), false)
 	if err != nil {
 		return kstatus.ToGRPC(err)
 	}

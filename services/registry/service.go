@@ -36,6 +36,7 @@ type Service struct {
 	ns      *nsServer
 	nsCtrl  *nsController
 	rbac    *rbacServer
+	apiReg  *apiRegistrationServer
 	// rbacCtrl: the RBAC bootstrap policy and ClusterRole aggregation
 	rbacCtrl *rbacController
 	openapi  *openapi.Builder
@@ -105,6 +106,7 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.ns = &nsServer{st: nsSt, log: log}
 	s.nsCtrl = newNSController(log, nsSt, s.inf)
 	s.rbac = &rbacServer{client: client, log: log}
+	s.apiReg = newAPIRegistrationServer(client, log)
 	s.rbacCtrl = &rbacController{srv: s.rbac, log: log}
 	s.wg.Go(func() { cfg.Elector.Run(runCtx, s.lead) })
 	return s, nil
@@ -150,11 +152,12 @@ func dialEtcd(ctx context.Context, endpoints []string, tlsFiles etcdtls.Config) 
 }
 
 // Register adds the RegistryService, the NamespaceService, the
-// RBACService and the OpenAPIService to srv.
+// RBACService, the APIRegistrationService and the OpenAPIService to srv.
 func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	registryv1.RegisterRegistryServiceServer(srv, s.server)
 	registryv1.RegisterNamespaceServiceServer(srv, s.ns)
 	registryv1.RegisterRBACServiceServer(srv, s.rbac)
+	registryv1.RegisterAPIRegistrationServiceServer(srv, s.apiReg)
 	registryv1.RegisterOpenAPIServiceServer(srv, openapi.NewServer(s.openapi))
 }
 

@@ -210,7 +210,9 @@ func NewAuthenticator(ctx context.Context, cfg AuthConfig) (*Authenticator, erro
 		tokens = append(tokens, tokencache.New(d.tokens, false, ttl, ttl))
 	}
 	if len(tokens) > 0 {
-		reqs = append(reqs, bearertoken.New(tokenunion.New(tokens...)))
+		// audience-agnostic with no implicit audience: a TokenReview that
+		// names audiences is not authenticated by these tokens
+		reqs = append(reqs, bearertoken.New(authenticator.WrapAudienceAgnosticToken(nil, tokenunion.New(tokens...))))
 	}
 	if len(reqs) == 0 {
 		slog.Default().Warn("gateway: no authentication configured: every request but /version and health checks is refused")

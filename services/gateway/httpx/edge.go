@@ -125,6 +125,7 @@ func (e *Edge) serve(w http.ResponseWriter, r *http.Request) {
 
 	if r.Method == http.MethodGet {
 		if u, ok := WatchRewrite(r.URL); ok {
+			r = r.WithContext(context.WithValue(r.Context(), originalURLKey{}, r.URL))
 			r2 := r.Clone(r.Context())
 			r2.URL = u
 			r2.RequestURI = u.RequestURI()
@@ -220,8 +221,29 @@ func (e *Edge) serve(w http.ResponseWriter, r *http.Request) {
 	if e.Authz != nil && e.Authz.ServeReview(w, r, u) {
 		return
 	}
+	// TokenReviews (extension servers delegating bearer tokens) are
+	// answered by the authenticators.
+	if e.Auth != nil && e.Auth.ServeTokenReview(w, r) {
+		return
+	}
 	e.Next.ServeHTTP(w, r)
 }
+
+type originalURLKey struct{}
+
+// RequestURL is the URL a request came with: a watch by ?watch=true is
+// rewritten to its /watch/ path for the routes behind the edge, which a
+// proxy (the aggregation layer) must not pass on.
+func RequestURL(r *http.Request) *url.URL {
+	if u, ok := r.Context().Value(originalURLKey{}).(*url.URL); ok {
+		return u
+	}
+	return r.URL
+}
+
+// StripInternalHeaders removes the headers the edge adds for the routes
+// behind it, before a request leaves the gateway.
+func StripInternalHeaders(h http.Header) { h.Del(headerQuery) }
 
 // writeGrace is how long past its deadline a response may take to write
 // (the 504 itself has to reach the client).

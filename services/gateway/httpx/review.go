@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -109,6 +110,9 @@ func (a *Authorizer) ServeReview(w http.ResponseWriter, r *http.Request, u user.
 var reviewCodecs = func() serializer.CodecFactory {
 	scheme := runtime.NewScheme()
 	if err := authorizationv1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	if err := authenticationv1.AddToScheme(scheme); err != nil {
 		panic(err)
 	}
 	return serializer.NewCodecFactory(scheme)

@@ -76,7 +76,7 @@ type rbacObject struct {
 //
 // Anything else is upstream's 403, the missing rules in its message.
 func (s *Server) checkEscalation(ctx context.Context, k kind, namespace string, body []byte) error {
-	if !s.escalationApplies(ctx) {
+	if k.Group != Group || !s.escalationApplies(ctx) {
 		return nil
 	}
 	u, _ := httpx.UserFrom(ctx)

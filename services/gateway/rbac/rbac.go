@@ -1,8 +1,10 @@
 // Package rbac serves rbac.authorization.k8s.io/v1 (Roles, ClusterRoles,
-// RoleBindings, ClusterRoleBindings): get, list, watch, create, update,
-// patch (JSON, merge, strategic merge, apply), delete and
-// deletecollection, each delegated to the registry's RBACService, with
-// kube-apiserver's escalation checks on writes (escalate.go). Lists,
+// RoleBindings, ClusterRoleBindings) and apiregistration.k8s.io/v1
+// (APIServices, with their status subresource): get, list, watch,
+// create, update, patch (JSON, merge, strategic merge, apply), delete and
+// deletecollection, each delegated to the registry's RBACService or
+// APIRegistrationService (one generic store of built-in kinds there),
+// with kube-apiserver's escalation checks on RBAC writes (escalate.go). Lists,
 // tables and watches render through the same code as CRDs (packages
 // listing and watch).
 package rbac
@@ -32,29 +34,38 @@ import (
 	"github.com/crdplane/crdplane/services/gateway/watch"
 )
 
-// Group and Version are the served group version.
+// Group and Version are the served group version of RBAC; APIRegistration
+// the APIServices'.
 const (
-	Group      = rbacv1.GroupName
-	Version    = "v1"
-	APIVersion = Group + "/" + Version
+	Group           = rbacv1.GroupName
+	Version         = "v1"
+	APIVersion      = Group + "/" + Version
+	APIRegistration = "apiregistration.k8s.io"
 )
 
 // kind is one served resource.
 type kind struct {
-	Resource, Kind, ListKind string
-	Namespaced               bool
-	Printer                  func() *listing.TablePrinter
+	Group, Resource, Kind, ListKind string
+	Namespaced                      bool
+	Printer                         func() *listing.TablePrinter
+	// Status: the kind has a status subresource.
+	Status bool
 }
+
+// APIVersion is the kind's group version.
+func (k kind) APIVersion() string { return k.Group + "/" + Version }
 
 var kinds = map[string]kind{
-	"roles":               {"roles", "Role", "RoleList", true, listing.RolePrinter},
-	"clusterroles":        {"clusterroles", "ClusterRole", "ClusterRoleList", false, listing.RolePrinter},
-	"rolebindings":        {"rolebindings", "RoleBinding", "RoleBindingList", true, listing.RoleBindingPrinter},
-	"clusterrolebindings": {"clusterrolebindings", "ClusterRoleBinding", "ClusterRoleBindingList", false, listing.ClusterRoleBindingPrinter},
+	"roles":               {Group, "roles", "Role", "RoleList", true, listing.RolePrinter, false},
+	"clusterroles":        {Group, "clusterroles", "ClusterRole", "ClusterRoleList", false, listing.RolePrinter, false},
+	"rolebindings":        {Group, "rolebindings", "RoleBinding", "RoleBindingList", true, listing.RoleBindingPrinter, false},
+	"clusterrolebindings": {Group, "clusterrolebindings", "ClusterRoleBinding", "ClusterRoleBindingList", false, listing.ClusterRoleBindingPrinter, false},
+	"apiservices":         {APIRegistration, "apiservices", "APIService", "APIServiceList", false, listing.APIServicePrinter, true},
 }
 
-// IsRBAC reports whether a request's group is rbac.authorization.k8s.io.
-func IsRBAC(group string) bool { return group == Group }
+// IsRBAC reports whether a request's group is one this package serves:
+// rbac.authorization.k8s.io or apiregistration.k8s.io.
+func IsRBAC(group string) bool { return group == Group || group == APIRegistration }
 
 // KindOf is the kind of a served resource ("" for another).
 func KindOf(resource string) string { return kinds[resource].Kind }
@@ -63,6 +74,8 @@ func KindOf(resource string) string { return kinds[resource].Kind }
 type Config struct {
 	// RBAC serves the objects (the registry).
 	RBAC registryv1.RBACServiceClient
+	// APIRegistration serves the APIServices (the registry).
+	APIRegistration registryv1.APIRegistrationServiceClient
 	// MinRequestTimeout is the watch timeout's base.
 	MinRequestTimeout time.Duration
 	// Authorizer is the request authorizers' chain, asked for the
@@ -76,6 +89,7 @@ type Config struct {
 // Server serves the RBAC resources. Errors are Kubernetes Status errors.
 type Server struct {
 	rbac              registryv1.RBACServiceClient
+	apiReg            registryv1.APIRegistrationServiceClient
 	minRequestTimeout time.Duration
 	authz             authorizer.UnconditionalAuthorizer
 	policy            func() *rbacauthz.Policy
@@ -83,14 +97,23 @@ type Server struct {
 
 // New returns a Server for cfg.
 func New(cfg Config) *Server {
-	return &Server{rbac: cfg.RBAC, minRequestTimeout: cfg.MinRequestTimeout, authz: cfg.Authorizer, policy: cfg.Policy}
+	return &Server{rbac: cfg.RBAC, apiReg: cfg.APIRegistration, minRequestTimeout: cfg.MinRequestTimeout, authz: cfg.Authorizer, policy: cfg.Policy}
 }
 
-// resolve checks the path (version v1, a served resource, its scope, no
-// subresource) and returns the kind and the registry's target.
-func resolve(version, resource, namespace, sub string, collection bool) (kind, *registryv1.RBACTarget, error) {
+// client is the registry's service of a kind's group.
+func (s *Server) client(k kind) registryv1.RBACServiceClient {
+	if k.Group == APIRegistration {
+		return s.apiReg
+	}
+	return s.rbac
+}
+
+// resolve checks the path (version v1, a served resource of the group, its
+// scope, no subresource but a kind's status) and returns the kind and the
+// registry's target.
+func resolve(group, version, resource, namespace, sub string, collection bool) (kind, *registryv1.RBACTarget, error) {
 	k, ok := kinds[resource]
-	if version != Version || !ok || sub != "" || (!k.Namespaced && namespace != "") {
+	if version != Version || !ok || k.Group != group || (sub != "" && (sub != "status" || !k.Status || collection)) || (!k.Namespaced && namespace != "") {
 		return kind{}, nil, httpx.ErrNotFound()
 	}
 	if k.Namespaced && namespace == "" && !collection {
@@ -115,7 +138,7 @@ func checkFieldSelector(sel fields.Selector) error {
 
 // Get serves GET of one object.
 func (s *Server) Get(ctx context.Context, req *gatewayv1.GetRequest) (*httpbody.HttpBody, error) {
-	k, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), req.GetSubresource(), false)
+	k, t, err := resolve(req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), req.GetSubresource(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -124,17 +147,22 @@ func (s *Server) Get(ctx context.Context, req *gatewayv1.GetRequest) (*httpbody.
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.rbac.Get(ctx, &registryv1.RBACServiceGetRequest{Target: t, Request: &registryv1.GetRequest{Name: req.GetName()}})
+	resp, err := s.client(k).Get(ctx, &registryv1.RBACServiceGetRequest{Target: t, Request: &registryv1.GetRequest{Name: req.GetName()}})
 	if err != nil {
 		return nil, err
 	}
 	if out.As == httpx.AsPartialObjectMetadataList {
-		return nil, listing.ErrNotAcceptableConversion(fmt.Sprintf("you requested PartialObjectMetadataList, but the requested object is not a list (*rbac.%s)", k.Kind))
+		// upstream names the internal type: *rbac.Role, *apiregistration.APIService
+		pkg := "rbac"
+		if k.Group == APIRegistration {
+			pkg = "apiregistration"
+		}
+		return nil, listing.ErrNotAcceptableConversion(fmt.Sprintf("you requested PartialObjectMetadataList, but the requested object is not a list (*%s.%s)", pkg, k.Kind))
 	}
 	return listing.RespondObject(out, rm, resp.GetObject(), k.Printer)
 }
 
-func (s *Server) list(ctx context.Context, t *registryv1.RBACTarget, params listing.Params) (httpx.ListPage, error) {
+func (s *Server) list(ctx context.Context, k kind, t *registryv1.RBACTarget, params listing.Params) (httpx.ListPage, error) {
 	opts, err := listing.ParseOptions(params)
 	if err != nil {
 		return httpx.ListPage{}, err
@@ -146,7 +174,7 @@ func (s *Server) list(ctx context.Context, t *registryv1.RBACTarget, params list
 	if err != nil {
 		return httpx.ListPage{}, err
 	}
-	resp, err := s.rbac.List(ctx, &registryv1.RBACServiceListRequest{Target: t, Request: &registryv1.ListRequest{Options: lo}})
+	resp, err := s.client(k).List(ctx, &registryv1.RBACServiceListRequest{Target: t, Request: &registryv1.ListRequest{Options: lo}})
 	if err != nil {
 		return httpx.ListPage{}, err
 	}
@@ -158,7 +186,7 @@ func (s *Server) list(ctx context.Context, t *registryv1.RBACTarget, params list
 
 // List serves GET of a collection (in a namespace, or all).
 func (s *Server) List(ctx context.Context, req *gatewayv1.ListRequest, params listing.Params) (*httpbody.HttpBody, error) {
-	k, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), "", true)
+	k, t, err := resolve(req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), "", true)
 	if err != nil {
 		return nil, err
 	}
@@ -167,19 +195,19 @@ func (s *Server) List(ctx context.Context, req *gatewayv1.ListRequest, params li
 	if err != nil {
 		return nil, err
 	}
-	page, err := s.list(ctx, t, params)
+	page, err := s.list(ctx, k, t, params)
 	if err != nil {
 		return listing.ContinueExpired(ctx, err, params.ContinueToken, out)
 	}
 	if out.As == "" {
-		return out.RenderTypedList(APIVersion, k.ListKind, page, func() ([]byte, error) { return listing.RenderTypedList(APIVersion, k.ListKind, page) })
+		return out.RenderTypedList(k.APIVersion(), k.ListKind, page, func() ([]byte, error) { return listing.RenderTypedList(k.APIVersion(), k.ListKind, page) })
 	}
-	return listing.RespondList(out, rm, APIVersion, k.ListKind, page, k.Printer)
+	return listing.RespondList(out, rm, k.APIVersion(), k.ListKind, page, k.Printer)
 }
 
 // Watch streams a watch of a collection (or of one object, params.Name).
 func (s *Server) Watch(ctx context.Context, req *gatewayv1.WatchRequest, params listing.Params, stream gatewayv1.KubeAPIService_WatchServer) error {
-	k, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), "", true)
+	k, t, err := resolve(req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), "", true)
 	if err != nil {
 		return err
 	}
@@ -195,9 +223,9 @@ func (s *Server) Watch(ctx context.Context, req *gatewayv1.WatchRequest, params 
 	if err := checkFieldSelector(opts.FieldSelector); err != nil {
 		return err
 	}
-	return watch.ServeRegistry(ctx, stream, watch.RegistryKind{APIVersion: APIVersion, Kind: k.Kind, Printer: k.Printer, MinRequestTimeout: s.minRequestTimeout},
+	return watch.ServeRegistry(ctx, stream, watch.RegistryKind{APIVersion: k.APIVersion(), Kind: k.Kind, Printer: k.Printer, MinRequestTimeout: s.minRequestTimeout},
 		opts, params.Name, out, rm, func(ctx context.Context, wr *registryv1.WatchRequest) (func() (watch.Event, error), error) {
-			backend, err := s.rbac.Watch(ctx, &registryv1.RBACServiceWatchRequest{Target: t, Request: wr})
+			backend, err := s.client(k).Watch(ctx, &registryv1.RBACServiceWatchRequest{Target: t, Request: wr})
 			if err != nil {
 				return nil, err
 			}
@@ -208,7 +236,7 @@ func (s *Server) Watch(ctx context.Context, req *gatewayv1.WatchRequest, params 
 // decodeBody reads a create or update body (JSON, YAML or protobuf) as
 // the object's JSON.
 func decodeBody(rm httpx.RequestMeta, raw []byte, k kind) ([]byte, error) {
-	body, err := httpx.DecodeRequestBody(rm, raw, httpx.BodyFor{Target: httpx.TargetRBAC, Group: Group, Version: Version,
+	body, err := httpx.DecodeRequestBody(rm, raw, httpx.BodyFor{Target: httpx.TargetRBAC, Group: k.Group, Version: Version,
 		Kind: func() (string, error) { return k.Kind, nil }})
 	if err != nil {
 		return nil, err
@@ -224,7 +252,7 @@ func decodeBody(rm httpx.RequestMeta, raw []byte, k kind) ([]byte, error) {
 
 // Create serves POST of an object.
 func (s *Server) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*httpbody.HttpBody, error) {
-	k, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), "", false)
+	k, t, err := resolve(req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), "", false)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +272,7 @@ func (s *Server) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*htt
 	if err := s.checkEscalation(ctx, k, req.GetNamespace(), body); err != nil {
 		return nil, err
 	}
-	resp, err := s.rbac.Create(ctx, &registryv1.RBACServiceCreateRequest{Target: t, Request: &registryv1.CreateRequest{
+	resp, err := s.client(k).Create(ctx, &registryv1.RBACServiceCreateRequest{Target: t, Request: &registryv1.CreateRequest{
 		Object: body, Options: wo}})
 	if err != nil {
 		return nil, err
@@ -257,7 +285,7 @@ func (s *Server) Create(ctx context.Context, req *gatewayv1.CreateRequest) (*htt
 // Update serves PUT of an object (creating it when missing, as
 // upstream's RBAC strategies allow).
 func (s *Server) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*httpbody.HttpBody, error) {
-	k, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), req.GetSubresource(), false)
+	k, t, err := resolve(req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), req.GetSubresource(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -277,8 +305,8 @@ func (s *Server) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*htt
 	if err := s.checkUpdateEscalation(ctx, k, t, req.GetName(), body); err != nil {
 		return nil, err
 	}
-	resp, err := s.rbac.Update(ctx, &registryv1.RBACServiceUpdateRequest{Target: t, Request: &registryv1.UpdateRequest{
-		Name: req.GetName(), Object: body, Options: wo}})
+	resp, err := s.client(k).Update(ctx, &registryv1.RBACServiceUpdateRequest{Target: t, Request: &registryv1.UpdateRequest{
+		Name: req.GetName(), Subresource: req.GetSubresource(), Object: body, Options: wo}})
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +321,7 @@ func (s *Server) Update(ctx context.Context, req *gatewayv1.UpdateRequest) (*htt
 // to has the patch run dry first, and the result checked, before it is
 // written.
 func (s *Server) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpbody.HttpBody, error) {
-	k, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), req.GetSubresource(), false)
+	k, t, err := resolve(req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), req.GetSubresource(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -306,11 +334,11 @@ func (s *Server) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpb
 	if err != nil {
 		return nil, err
 	}
-	preq := &registryv1.PatchRequest{Name: req.GetName(), PatchType: pt, Patch: req.GetBody().GetData(), Options: wo}
+	preq := &registryv1.PatchRequest{Name: req.GetName(), Subresource: req.GetSubresource(), PatchType: pt, Patch: req.GetBody().GetData(), Options: wo}
 	if s.escalationApplies(ctx) {
-		dry := &registryv1.PatchRequest{Name: preq.Name, PatchType: pt, Patch: preq.Patch, Options: &registryv1.WriteOptions{
+		dry := &registryv1.PatchRequest{Name: preq.Name, Subresource: preq.Subresource, PatchType: pt, Patch: preq.Patch, Options: &registryv1.WriteOptions{
 			DryRun: true, FieldManager: wo.FieldManager, FieldValidation: wo.FieldValidation, Force: wo.Force, UserAgent: wo.UserAgent}}
-		resp, err := s.rbac.Patch(ctx, &registryv1.RBACServicePatchRequest{Target: t, Request: dry})
+		resp, err := s.client(k).Patch(ctx, &registryv1.RBACServicePatchRequest{Target: t, Request: dry})
 		if err != nil {
 			return nil, err
 		}
@@ -318,7 +346,7 @@ func (s *Server) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpb
 			return nil, err
 		}
 	}
-	resp, err := s.rbac.Patch(ctx, &registryv1.RBACServicePatchRequest{Target: t, Request: preq})
+	resp, err := s.client(k).Patch(ctx, &registryv1.RBACServicePatchRequest{Target: t, Request: preq})
 	if err != nil {
 		return nil, err
 	}
@@ -332,11 +360,11 @@ func (s *Server) Patch(ctx context.Context, req *gatewayv1.PatchRequest) (*httpb
 // Delete serves DELETE of an object (opts and out as the root read
 // them, as for every kind).
 func (s *Server) Delete(ctx context.Context, req *gatewayv1.DeleteRequest, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
-	_, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), "", false)
+	k, t, err := resolve(req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), "", false)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.delete(ctx, t, req.GetName(), opts)
+	resp, err := s.delete(ctx, k, t, req.GetName(), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +391,7 @@ func (s *Server) Delete(ctx context.Context, req *gatewayv1.DeleteRequest, opts 
 	st, err := json.Marshal(&metav1.Status{
 		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
 		Status:   metav1.StatusSuccess,
-		Details:  &metav1.StatusDetails{Name: obj.Metadata.Name, Group: Group, Kind: t.GetResource(), UID: obj.Metadata.UID},
+		Details:  &metav1.StatusDetails{Name: obj.Metadata.Name, Group: k.Group, Kind: t.GetResource(), UID: obj.Metadata.UID},
 	})
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -371,7 +399,7 @@ func (s *Server) Delete(ctx context.Context, req *gatewayv1.DeleteRequest, opts 
 	return out.Render(st)
 }
 
-func (s *Server) delete(ctx context.Context, t *registryv1.RBACTarget, name string, opts *metav1.DeleteOptions) ([]byte, error) {
+func (s *Server) delete(ctx context.Context, k kind, t *registryv1.RBACTarget, name string, opts *metav1.DeleteOptions) ([]byte, error) {
 	dreq := &registryv1.DeleteRequest{Name: name, DryRun: len(opts.DryRun) > 0, OrphanDependents: opts.OrphanDependents} //nolint:staticcheck // upstream still honours orphanDependents
 	if opts.PropagationPolicy != nil {
 		dreq.PropagationPolicy = string(*opts.PropagationPolicy)
@@ -384,7 +412,7 @@ func (s *Server) delete(ctx context.Context, t *registryv1.RBACTarget, name stri
 			dreq.PreconditionResourceVersion = *p.ResourceVersion
 		}
 	}
-	resp, err := s.rbac.Delete(ctx, &registryv1.RBACServiceDeleteRequest{Target: t, Request: dreq})
+	resp, err := s.client(k).Delete(ctx, &registryv1.RBACServiceDeleteRequest{Target: t, Request: dreq})
 	if err != nil {
 		return nil, err
 	}
@@ -394,19 +422,19 @@ func (s *Server) delete(ctx context.Context, t *registryv1.RBACTarget, name stri
 // DeleteCollection deletes the objects a list selects and answers the
 // list of those deleted.
 func (s *Server) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteCollectionRequest, params listing.Params, opts *metav1.DeleteOptions, out httpx.OutputFormat) (*httpbody.HttpBody, error) {
-	k, t, err := resolve(req.GetVersion(), req.GetResource(), req.GetNamespace(), "", true)
+	k, t, err := resolve(req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), "", true)
 	if err != nil {
 		return nil, err
 	}
 	var all httpx.ListPage
 	for {
-		page, err := s.list(ctx, t, params)
+		page, err := s.list(ctx, k, t, params)
 		if err != nil {
 			return nil, err
 		}
 		for _, it := range page.Items {
 			name, ns := listing.ItemNameNamespace(it)
-			if _, err := s.delete(ctx, &registryv1.RBACTarget{Resource: t.GetResource(), Namespace: ns}, name, opts); err != nil {
+			if _, err := s.delete(ctx, k, &registryv1.RBACTarget{Resource: t.GetResource(), Namespace: ns}, name, opts); err != nil {
 				if kstatus.FromError(err).Code == http.StatusNotFound {
 					continue
 				}
@@ -420,5 +448,5 @@ func (s *Server) DeleteCollection(ctx context.Context, req *gatewayv1.DeleteColl
 		}
 		params.ContinueToken = page.ContinueToken
 	}
-	return out.RenderTypedList(APIVersion, k.ListKind, all, func() ([]byte, error) { return listing.RenderTypedList(APIVersion, k.ListKind, all) })
+	return out.RenderTypedList(k.APIVersion(), k.ListKind, all, func() ([]byte, error) { return listing.RenderTypedList(k.APIVersion(), k.ListKind, all) })
 }
