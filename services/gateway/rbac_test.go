@@ -216,7 +216,7 @@ func TestRBACEscalationGCFields(t *testing.T) {
 	g := newRBACGateway(t)
 	g.expect(http.StatusCreated, "POST", rbacV1+"/namespaces/team-a/roles", map[string]any{
 		"metadata": map[string]any{"name": "role-admin"},
-		"rules": []any{map[string]any{"apiGroups": []any{"rbac.authorization.k8s.io"}, "resources": []any{"roles", "rolebindings"}, "verbs": []any{"get", "update", "patch"}}},
+		"rules":    []any{map[string]any{"apiGroups": []any{"rbac.authorization.k8s.io"}, "resources": []any{"roles", "rolebindings"}, "verbs": []any{"get", "update", "patch"}}},
 	}, "Content-Type", "application/json")
 	g.expect(http.StatusCreated, "POST", rbacV1+"/namespaces/team-a/rolebindings", map[string]any{
 		"metadata": map[string]any{"name": "alice-admin"},
