@@ -13,7 +13,7 @@ import (
 // not authenticated, create only.
 func TestTokenReview(t *testing.T) {
 	dir := t.TempDir()
-	a, err := NewAuthenticator(AuthConfig{Tokens: []string{"admin-token"}, TokenFile: writeFile(t, dir, "tokens.csv", []byte("bob-token,bob,42,\"devs,ops\"\n"))})
+	a, err := NewAuthenticator(t.Context(), AuthConfig{Tokens: []string{"admin-token"}, TokenFile: writeFile(t, dir, "tokens.csv", []byte("bob-token,bob,42,\"devs,ops\"\n"))})
 	if err != nil {
 		t.Fatal(err)
 	}
