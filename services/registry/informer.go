@@ -26,15 +26,23 @@ type informer struct {
 	crds map[string]*CRD
 	// groups indexes crds by spec.group: the names controller reads one
 	// group per CRD it syncs, which must not cost a scan of every CRD.
-	groups   map[string]map[string]*CRD
-	deleted  map[string]int64 // revision at which a CRD was last seen deleted
+	groups  map[string]map[string]*CRD
+	deleted map[string]int64 // revision at which a CRD was last seen deleted
+	// created is the revision at which each CRD was first seen: its
+	// creation's, for CRDs created while the watch runs (updates, such as
+	// the finalizer's, do not move it)
+	created map[string]int64
+	// watched is the revision the watch has delivered up to: every CRD
+	// created at or before it is in crds (observe may add later ones
+	// earlier)
+	watched  int64
 	synced   bool
 	syncedCh chan struct{}
 	handlers []func(old, new *CRD)
 }
 
 func newInformer(client storagev1.StorageServiceClient, log *slog.Logger) *informer {
-	return &informer{client: client, log: log, crds: map[string]*CRD{}, groups: map[string]map[string]*CRD{}, deleted: map[string]int64{}, syncedCh: make(chan struct{})}
+	return &informer{client: client, log: log, crds: map[string]*CRD{}, groups: map[string]map[string]*CRD{}, deleted: map[string]int64{}, created: map[string]int64{}, syncedCh: make(chan struct{})}
 }
 
 // addHandler registers fn for every change (old nil on add, new nil on
@@ -51,6 +59,14 @@ func (in *informer) get(name string) (*CRD, bool) {
 	defer in.mu.RUnlock()
 	c, ok := in.crds[name]
 	return c, ok
+}
+
+// createdAt returns the revision at which the CRD called name was first
+// seen (0: not known), and the revision the watch has delivered up to.
+func (in *informer) createdAt(name string) (created, watched int64) {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	return in.created[name], in.watched
 }
 
 // listGroup returns the CRDs of group, by name (do not modify them).
@@ -156,6 +172,7 @@ func (in *informer) follow(ctx context.Context) error {
 				in.replace(initial)
 				initial = nil
 			}
+			in.watchedUpTo(ev.GetResourceVersion())
 			continue
 		case commonv1.EventType_EVENT_TYPE_ADDED, commonv1.EventType_EVENT_TYPE_MODIFIED, commonv1.EventType_EVENT_TYPE_DELETED:
 		default:
@@ -174,7 +191,17 @@ func (in *informer) follow(ctx context.Context) error {
 		default:
 			in.observe(crd)
 		}
+		if initial == nil {
+			in.watchedUpTo(ev.GetResourceVersion())
+		}
 	}
+}
+
+// watchedUpTo records that the watch has delivered every change up to rv.
+func (in *informer) watchedUpTo(rv int64) {
+	in.mu.Lock()
+	in.watched = max(in.watched, rv)
+	in.mu.Unlock()
 }
 
 // replace installs a complete view, notifying the differences.
@@ -195,8 +222,16 @@ func (in *informer) replace(all map[string]*CRD) {
 	}
 	in.crds = all
 	in.groups = map[string]map[string]*CRD{}
-	for _, c := range all {
+	for name, c := range all {
 		in.index(nil, c)
+		if _, ok := in.created[name]; !ok {
+			in.created[name] = rvOf(c)
+		}
+	}
+	for name := range in.created {
+		if _, ok := all[name]; !ok {
+			delete(in.created, name)
+		}
 	}
 	if !in.synced {
 		in.synced = true
@@ -222,6 +257,9 @@ func (in *informer) observe(crd *CRD) {
 	}
 	in.crds[crd.Name] = crd
 	in.index(old, crd)
+	if old == nil {
+		in.created[crd.Name] = rvOf(crd)
+	}
 	handlers := in.handlers
 	in.mu.Unlock()
 	for _, h := range handlers {
@@ -233,6 +271,7 @@ func (in *informer) remove(name string, rv int64) {
 	in.mu.Lock()
 	old, ok := in.crds[name]
 	delete(in.crds, name)
+	delete(in.created, name)
 	if ok {
 		in.index(old, nil)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -16,17 +17,33 @@ import (
 // Established False ("Installing") until the establishing controller
 // confirms.
 //
-// The controller runs one worker, and the first stored wins a conflict: CRDs of the group stored before
-// name and not decided yet are decided first, whatever order concurrent
-// creates queued them in (each create queues its CRD when it is answered,
-// and answers race), so that the outcome is that of the creates one after
-// another.
+// The controller runs one worker, and the first stored wins a conflict:
+// CRDs of the group stored before name and not decided yet are decided
+// first, whatever order concurrent creates queued them in (each create
+// queues its CRD when it is answered, and answers race), so that the
+// outcome is that of the creates one after another.
+//
+// "Stored before" is the revision each CRD was created at (the informer's
+// first sight: later writes such as the finalizer's do not move it), and a
+// CRD is decided only once the watch has delivered its creation, so that
+// every CRD created before it is known: a create's answer puts its CRD in
+// the informer before the watch brings the creates committed just before.
 func (c *controllers) syncNames(ctx context.Context, name string) error {
 	if cur, ok := c.inf.get(name); ok && findCondition(cur, condNamesAccepted) == nil {
+		created, watched := c.inf.createdAt(name)
+		if watched < created {
+			c.enqueueAfter("names", name, 5*time.Millisecond)
+			return nil
+		}
 		earlier := slices.DeleteFunc(c.inf.listGroup(cur.Spec.Group), func(o *CRD) bool {
-			return o.Name == name || findCondition(o, condNamesAccepted) != nil || rvOf(o) >= rvOf(cur)
+			oc, _ := c.inf.createdAt(o.Name)
+			return o.Name == name || findCondition(o, condNamesAccepted) != nil || oc >= created
 		})
-		slices.SortFunc(earlier, func(a, b *CRD) int { return cmp.Compare(rvOf(a), rvOf(b)) })
+		slices.SortFunc(earlier, func(a, b *CRD) int {
+			ac, _ := c.inf.createdAt(a.Name)
+			bc, _ := c.inf.createdAt(b.Name)
+			return cmp.Compare(ac, bc)
+		})
 		for _, o := range earlier {
 			if err := c.decideNames(ctx, o.Name); err != nil {
 				return err
