@@ -18,8 +18,9 @@ import (
 // confirms.
 //
 // The controller runs one worker, and the first stored wins a conflict:
-// CRDs of the group stored before name and not decided yet are decided
-// first, whatever order concurrent creates queued them in (each create
+// CRDs of the group stored before name still waiting for some of their
+// names (undecided, or in conflict with names a deletion may have freed)
+// are decided first, whatever order concurrent creates queued them in (each create
 // queues its CRD when it is answered, and answers race), so that the
 // outcome is that of the creates one after another.
 //
@@ -29,7 +30,7 @@ import (
 // every CRD created before it is known: a create's answer puts its CRD in
 // the informer before the watch brings the creates committed just before.
 func (c *controllers) syncNames(ctx context.Context, name string) error {
-	if cur, ok := c.inf.get(name); ok && findCondition(cur, condNamesAccepted) == nil {
+	if cur, ok := c.inf.get(name); ok && !semanticEqual(cur.Spec.Names, cur.Status.AcceptedNames) {
 		created, watched := c.inf.createdAt(name)
 		if watched < created {
 			c.enqueueAfter("names", name, 5*time.Millisecond)
@@ -37,7 +38,7 @@ func (c *controllers) syncNames(ctx context.Context, name string) error {
 		}
 		earlier := slices.DeleteFunc(c.inf.listGroup(cur.Spec.Group), func(o *CRD) bool {
 			oc, _ := c.inf.createdAt(o.Name)
-			return o.Name == name || findCondition(o, condNamesAccepted) != nil || oc >= created
+			return o.Name == name || semanticEqual(o.Spec.Names, o.Status.AcceptedNames) || oc >= created
 		})
 		slices.SortFunc(earlier, func(a, b *CRD) int {
 			ac, _ := c.inf.createdAt(a.Name)
