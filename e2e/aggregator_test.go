@@ -289,6 +289,16 @@ func TestAggregatorSampleAPIServer(t *testing.T) {
 	// OpenAPI v3: kubectl explain reads the backend's document through
 	// crdplane's index
 	wantLines(t, s.must(t, "explain", "flunders.spec"), `^GROUP:\s+wardle\.example\.com$`, `^KIND:\s+Flunder$`, `^VERSION:\s+v1alpha1$`, `^FIELD:\s+spec\s+<`)
+	// OpenAPI v2: the backend's paths and definitions merged into crdplane's
+	// document (as JSON; and in protobuf, kubectl's encoding, through
+	// kubectl 1.27's explain --output=plaintext-openapiv2)
+	v2 := s.must(t, "get", "--raw", "/openapi/v2")
+	for _, want := range []string{`"/apis/wardle.example.com/v1alpha1/namespaces/{namespace}/flunders/{name}"`, `wardle.v1alpha1.Flunder":{`, `"/apis/apiextensions.k8s.io/v1/customresourcedefinitions"`} {
+		if !strings.Contains(v2, want) {
+			t.Errorf("/openapi/v2 has no %s", want)
+		}
+	}
+	wantLines(t, s.must(t, "explain", "flunders.spec", "--output=plaintext-openapiv2"), `^KIND:\s+Flunder$`, `^VERSION:\s+wardle\.example\.com/v1alpha1$`)
 
 	// create, get, watch, delete through crdplane
 	flunder := func(name string) string {

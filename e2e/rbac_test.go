@@ -94,6 +94,9 @@ func TestRBACKubectl(t *testing.T) {
 		}
 	}
 	wantLines(t, alice.must(t, "auth", "can-i", "--list", "-n", "team-a"), `^crontabs.stable.example.com\s+\[\]\s+\[\]\s+\[get list watch\]$`, `^selfsubjectaccessreviews.authorization.k8s.io\s+\[\]\s+\[\]\s+\[create\]$`)
+	// kubectl auth whoami: a SelfSubjectReview, which system:basic-user
+	// grants bob too
+	wantLines(t, bob.must(t, "auth", "whoami"), `^Username\s+bob$`, `^Groups\s+\[.*system:authenticated\]$`)
 
 	// escalation: alice may create roles, not grant what she lacks
 	s.must(t, "create", "role", "role-creator", "-n", "team-a", "--verb=create", "--resource=roles.rbac.authorization.k8s.io")

@@ -183,6 +183,11 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 			Limits:     cfg.Limits,
 			Auth:       cfg.Auth,
 			Audit:      cfg.Audit,
+			// one egress configuration for the converter's webhooks and
+			// the gateway's (webhooks, aggregation proxy), as
+			// kube-apiserver's one flag
+			EgressSelectorConfigFile: cfg.Conversion.EgressSelectorConfigFile,
+			Egress:                   cfg.Conversion.Egress,
 			// the two caches share one process's memory
 			CompiledMemoryLimit: compiledLimit - compiledLimit/2,
 		},

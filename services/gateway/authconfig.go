@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crdplane/crdplane/pkg/egress"
 	"github.com/crdplane/crdplane/services/gateway/aggregator"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
@@ -176,11 +177,13 @@ func (c *Config) authConfigs() (httpx.AuthConfig, httpx.AuthzConfig) {
 			ClientCAFile:           a.ClientCAFile,
 			TokenWebhookConfigFile: a.TokenWebhookConfigFile,
 			TokenWebhookCacheTTL:   a.TokenWebhookCacheTTL,
+			WebhookDial:            c.egressDial(egress.ControlPlane),
 			RequestHeader:          a.RequestHeader,
 			Delegated:              delegated,
 		}, httpx.AuthzConfig{
 			Modes:                  a.AuthorizationModes,
 			WebhookConfigFile:      a.AuthorizationWebhookConfigFile,
+			WebhookDial:            c.egressDial(egress.ControlPlane),
 			Kubeconfig:             a.AuthorizationKubeconfig,
 			AlwaysAllowPaths:       a.AuthorizationAlwaysAllowPaths,
 			WebhookAuthorizedTTL:   a.AuthorizationWebhookAuthorizedTTL,

@@ -6,14 +6,17 @@
 package gateway
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
 	"github.com/crdplane/crdplane/pkg/budgetcache"
+	"github.com/crdplane/crdplane/pkg/egress"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
@@ -75,6 +78,45 @@ type Config struct {
 
 	// Limits are the overload protection limits.
 	Limits
+
+	// EgressSelectorConfigFile is kube-apiserver's
+	// --egress-selector-config-file (an EgressSelectorConfiguration): the
+	// gateway's own webhooks (token authentication, authorization, audit)
+	// dial through its controlplane selection, and the aggregation
+	// layer's proxy and availability checks through its cluster
+	// selection, as kube-apiserver's do (Direct when absent). Read by
+	// LoadEgress into Egress.
+	EgressSelectorConfigFile string
+	// Egress routes those connections (nil: every one Direct).
+	Egress *egress.Selector
+}
+
+// LoadEgress reads EgressSelectorConfigFile into Egress (nothing without
+// a file, or when Egress is already set), with kube-apiserver's checks
+// and wording.
+func (c *Config) LoadEgress() error {
+	if c.EgressSelectorConfigFile == "" || c.Egress != nil {
+		return nil
+	}
+	cfg, err := egress.ReadConfigFile(c.EgressSelectorConfigFile)
+	if err != nil {
+		return err
+	}
+	sel, err := egress.New(cfg)
+	if err != nil {
+		return fmt.Errorf("failed to setup egress selector with config %#v: %w", cfg, err)
+	}
+	c.Egress = sel
+	return nil
+}
+
+// egressDial is selection's dial function, nil when it dials directly (the
+// clients then keep their own default dialers).
+func (c *Config) egressDial(selection egress.Name) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if d := c.Egress.Dialer(selection); !d.Direct() {
+		return d.DialContext
+	}
+	return nil
 }
 
 // Limits protect the gateway from overload (overload.go).
@@ -120,6 +162,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(budgetcache.QuantityFlag{V: &c.CompiledMemoryLimit}, budgetcache.FlagName,
 		"memory budget of the compiled CRD structural schemas (estimated, e.g. 512Mi); least recently used CRDs are evicted beyond it and compile again on demand; 0: half of GOMEMLIMIT, else 512Mi")
 	c.Limits.RegisterFlags(fs)
+	fs.StringVar(&c.EgressSelectorConfigFile, "egress-selector-config-file", "", "File with apiserver egress selector configuration (kube-apiserver's EgressSelectorConfiguration, apiserver.k8s.io/v1beta1): the token, authorization and audit webhooks are dialled through its controlplane selection, APIService backends (proxy and availability checks) through its cluster selection (Direct, HTTPConnect over TCP or a Unix socket, GRPC over a Unix socket); none: direct")
 }
 
 // Validate checks the configuration of a gateway process: the addresses of
@@ -145,6 +188,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Audit.Validate(); err != nil {
 		return err
+	}
+	if err := c.LoadEgress(); err != nil {
+		return fmt.Errorf("--egress-selector-config-file: %w", err)
 	}
 	return c.Limits.check()
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/crdplane/crdplane/pkg/convcache"
 	"github.com/crdplane/crdplane/pkg/crdcache"
+	"github.com/crdplane/crdplane/pkg/egress"
 	"github.com/crdplane/crdplane/pkg/grpcx"
 	"github.com/crdplane/crdplane/pkg/metrics"
 	converterv1 "github.com/crdplane/crdplane/proto/crdplane/converter/v1"
@@ -84,12 +85,17 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		}
 	}
 	log := slog.Default().With("service", "gateway")
+	if err := cfg.LoadEgress(); err != nil {
+		return nil, fmt.Errorf("gateway: --egress-selector-config-file: %w", err)
+	}
 	authnCfg, authzCfg := cfg.authConfigs()
 	authn, err := httpx.NewAuthenticator(ctx, authnCfg)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	auditor, err := httpx.NewAuditor(cfg.Audit.AuditConfig)
+	auditCfg := cfg.Audit.AuditConfig
+	auditCfg.WebhookDial = cfg.egressDial(egress.ControlPlane)
+	auditor, err := httpx.NewAuditor(auditCfg)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -158,7 +164,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	registry := registryv1.NewRegistryServiceClient(regConn)
 	s.crds = crdcache.New(registry, log)
 	apiRegClient := registryv1.NewAPIRegistrationServiceClient(regConn)
-	if s.aggregator, err = newAggregator(cfg.Auth.Aggregation, apiRegClient, log); err != nil {
+	if s.aggregator, err = newAggregator(cfg.Auth.Aggregation, cfg.egressDial(egress.Cluster), apiRegClient, log); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	s.converted = convcache.New(convcache.Config{MaxBytes: convcache.DefaultMaxBytes, Component: "gateway"})
@@ -467,8 +473,9 @@ func serverTLS(cfg Config) (*tls.Config, error) {
 
 // newAggregator builds the aggregation layer from its configuration (the
 // proxy client certificate read once, at start).
-func newAggregator(cfg Aggregation, client registryv1.APIRegistrationServiceClient, log *slog.Logger) (*aggregator.Aggregator, error) {
-	ac := aggregator.Config{Client: client, Resolver: aggregator.NewResolver(cfg.ServiceOverrides), ProbeInterval: cfg.ProbeInterval, Log: log}
+func newAggregator(cfg Aggregation, dial func(ctx context.Context, network, addr string) (net.Conn, error),
+	client registryv1.APIRegistrationServiceClient, log *slog.Logger) (*aggregator.Aggregator, error) {
+	ac := aggregator.Config{Client: client, Resolver: aggregator.NewResolver(cfg.ServiceOverrides), ProbeInterval: cfg.ProbeInterval, Dial: dial, Log: log}
 	if cfg.ProxyClientCertFile != "" {
 		var err error
 		if ac.ProxyClientCert, err = os.ReadFile(cfg.ProxyClientCertFile); err != nil {

@@ -78,6 +78,7 @@ var aggregatedVersions = []string{"v2", "v2beta1"}
 func newDiscoveryIndex() *discoveryIndex {
 	x := &discoveryIndex{crds: map[string]map[string]*CRD{}, groups: map[string]*groupDocs{}}
 	x.setGroup(apiRegistrationGroup, renderGroup(apiRegistrationGroupDocs()))
+	x.setGroup(authenticationGroup, renderGroup(authenticationGroupDocs()))
 	x.setGroup(authorizationGroup, renderGroup(authorizationGroupDocs()))
 	x.setGroup(rbacGroup, renderGroup(rbacGroupDocs()))
 	x.setGroup(groupName, renderGroup(builtinGroup()))
@@ -292,16 +293,21 @@ func (g *discoveryGroup) version(name string) *discoveryVersion {
 	return v
 }
 
+// authenticationGroup is served by the gateway's authenticators: the
+// TokenReviews and SelfSubjectReviews, create-only, not stored.
+const authenticationGroup = "authentication.k8s.io"
+
 // authorizationGroup is served by the gateway's authorizers: the access
 // reviews, create-only, not stored.
 const authorizationGroup = "authorization.k8s.io"
 
 // builtinGroups are the groups crdplane serves itself, first in /apis in
 // kube-apiserver's order (apiregistration.k8s.io first, as the
-// aggregator puts it, then by group priority: authorization.k8s.io 17600,
+// aggregator puts it, then by group priority: authentication.k8s.io
+// 17700, authorization.k8s.io 17600,
 // rbac.authorization.k8s.io 17000, apiextensions.k8s.io 16700); CRDs
 // cannot add to them.
-var builtinGroups = []string{apiRegistrationGroup, authorizationGroup, rbacGroup, groupName}
+var builtinGroups = []string{apiRegistrationGroup, authenticationGroup, authorizationGroup, rbacGroup, groupName}
 
 // apiRegistrationGroup is the APIRegistrationService's:
 // apiregistration.k8s.io/v1 APIServices.
@@ -361,6 +367,19 @@ func authorizationGroupDocs() *discoveryGroup {
 		singular := strings.ToLower(r.kind)
 		v.resources = append(v.resources, metav1.APIResource{Name: singular + "s", SingularName: singular, Namespaced: r.namespaced, Kind: r.kind, Verbs: reviewVerbs})
 		v.aggregated = append(v.aggregated, aggregatedResource{resource: singular + "s", singular: singular, kind: &metav1.GroupVersionKind{Kind: r.kind}, cluster: !r.namespaced, verbs: reviewVerbs})
+	}
+	return g
+}
+
+// authenticationGroupDocs describes authentication.k8s.io/v1 as
+// kube-apiserver lists it: the two reviews, verb create only.
+func authenticationGroupDocs() *discoveryGroup {
+	g := &discoveryGroup{name: authenticationGroup, versions: map[string]*discoveryVersion{}}
+	v := g.version("v1")
+	for _, kind := range []string{"SelfSubjectReview", "TokenReview"} {
+		singular := strings.ToLower(kind)
+		v.resources = append(v.resources, metav1.APIResource{Name: singular + "s", SingularName: singular, Kind: kind, Verbs: reviewVerbs})
+		v.aggregated = append(v.aggregated, aggregatedResource{resource: singular + "s", singular: singular, kind: &metav1.GroupVersionKind{Kind: kind}, cluster: true, verbs: reviewVerbs})
 	}
 	return g
 }

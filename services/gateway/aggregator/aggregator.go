@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -51,6 +52,10 @@ type Config struct {
 	// ProbeInterval is how often an APIService's backend is checked
 	// (default 30s; a failed check is retried sooner, with backoff).
 	ProbeInterval time.Duration
+	// Dial connects to backends, for the proxy and the availability
+	// checks: kube-apiserver's egress selector's cluster selection (nil:
+	// directly).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Log is the logger (slog.Default when nil).
 	Log *slog.Logger
 }
@@ -59,6 +64,7 @@ type Config struct {
 type Aggregator struct {
 	cfg   Config
 	log   *slog.Logger
+	dial  *transport.DialHolder // cfg.Dial, one holder so that transports are cached by it; nil: direct
 	state atomic.Pointer[state]
 
 	mu       sync.Mutex
@@ -69,6 +75,10 @@ type Aggregator struct {
 	discMu    sync.Mutex
 	discovery map[string]*versionDiscovery // by APIService name: the last fetched
 	openAPIv3 map[string]string            // by APIService name: the backend's serverRelativeURL
+	openAPIv2 map[string]*openAPIv2Spec    // by APIService name: the backend's document, filtered
+
+	v2Mu     sync.Mutex
+	v2Merged *mergedV2 // the last merged /openapi/v2
 }
 
 // state is what the proxy reads per request, rebuilt on every change.
@@ -103,7 +113,10 @@ func New(cfg Config) *Aggregator {
 		log = slog.Default()
 	}
 	a := &Aggregator{cfg: cfg, log: log.With("component", "aggregator"), services: map[string]*apiregistrationv1.APIService{},
-		synced: make(chan struct{}), kick: make(chan string, 64), discovery: map[string]*versionDiscovery{}, openAPIv3: map[string]string{}}
+		synced: make(chan struct{}), kick: make(chan string, 64), discovery: map[string]*versionDiscovery{}, openAPIv3: map[string]string{}, openAPIv2: map[string]*openAPIv2Spec{}}
+	if cfg.Dial != nil {
+		a.dial = &transport.DialHolder{Dial: cfg.Dial}
+	}
 	a.state.Store(&state{byGroupVersion: map[string]*backend{}, groups: map[string]bool{}})
 	return a
 }
@@ -221,6 +234,7 @@ func (a *Aggregator) change(obj *apiregistrationv1.APIService, deleted bool) {
 		a.discMu.Lock()
 		delete(a.discovery, obj.Name)
 		delete(a.openAPIv3, obj.Name)
+		delete(a.openAPIv2, obj.Name)
 		a.discMu.Unlock()
 		return
 	}
@@ -300,7 +314,7 @@ func serviceRef(s *apiregistrationv1.APIService) ServiceRef {
 // insecureSkipTLSVerify), the proxy client certificate presented.
 func (a *Aggregator) newTransport(s *apiregistrationv1.APIService) (http.RoundTripper, error) {
 	ref := serviceRef(s)
-	return transport.New(&transport.Config{TLS: transport.TLSConfig{
+	return transport.New(&transport.Config{DialHolder: a.dial, TLS: transport.TLSConfig{
 		Insecure:   s.Spec.InsecureSkipTLSVerify,
 		ServerName: ServerName(ref),
 		CertData:   a.cfg.ProxyClientCert,
@@ -323,6 +337,9 @@ func (a *Aggregator) Handler(next http.Handler) http.Handler {
 		switch {
 		case path == "/apis":
 			a.serveAPIs(w, r, next, st)
+			return
+		case path == "/openapi/v2" && r.Method == http.MethodGet:
+			a.serveOpenAPIv2(w, r, next, st)
 			return
 		case path == "/openapi/v3":
 			a.serveOpenAPIIndex(w, r, next, st)
@@ -365,6 +382,11 @@ func (a *Aggregator) proxy(w http.ResponseWriter, r *http.Request, b *backend) {
 		http.Error(w, "service unavailable", http.StatusServiceUnavailable)
 		return
 	}
+	a.forward(w, r, b)
+}
+
+// forward sends a request to the backend as the user of its context.
+func (a *Aggregator) forward(w http.ResponseWriter, r *http.Request, b *backend) {
 	if b.transportErr != nil {
 		http.Error(w, b.transportErr.Error(), http.StatusInternalServerError)
 		return
@@ -387,6 +409,9 @@ func (a *Aggregator) proxy(w http.ResponseWriter, r *http.Request, b *backend) {
 		transport.SetAuthProxyHeaders(newReq, u.GetName(), "", u.GetGroups(), u.GetExtra())
 	}
 	h := proxy.NewUpgradeAwareHandler(location, rt, true, upgrade, &responder{w: w})
+	// kube-apiserver's --aggregator-reject-forwarding-redirect, on by
+	// default: a backend's redirect is not passed on (502)
+	h.RejectForwardingRedirects = true
 	h.ServeHTTP(w, newReq)
 }
 

@@ -3,6 +3,7 @@ package aggregator
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/json"
 	"encoding/pem"
@@ -84,8 +85,9 @@ func TestResolve(t *testing.T) {
 type backendServer struct {
 	*httptest.Server
 	pki  *localpki.PKI
-	mu   sync.Mutex
-	reqs []*http.Request
+	mu        sync.Mutex
+	reqs      []*http.Request
+	openAPIv2 string // its /openapi/v2 (404 when empty)
 }
 
 func newBackend(t *testing.T) *backendServer {
@@ -104,6 +106,35 @@ func newBackend(t *testing.T) *backendServer {
 		b.reqs = append(b.reqs, r.Clone(context.Background()))
 		b.mu.Unlock()
 		switch {
+		case r.Header.Get("Upgrade") == "echo":
+			// an exec-style upgrade: 101, then the connection echoes
+			conn, rw, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				return
+			}
+			defer func() { _ = conn.Close() }()
+			_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\nX-Remote-User-Seen: " + r.Header.Get("X-Remote-User") + "\r\n\r\n")
+			_ = rw.Flush()
+			_, _ = io.Copy(conn, rw)
+		case r.URL.Path == "/openapi/v2":
+			etag := `"wardle-` + r.Header.Get("X-Test-Version") + `"`
+			b.mu.Lock()
+			doc := b.openAPIv2
+			b.mu.Unlock()
+			if doc == "" {
+				http.NotFound(w, r)
+				return
+			}
+			etag = fmt.Sprintf(`"%x"`, sha256.Sum256([]byte(doc)))
+			w.Header().Set("Etag", etag)
+			if r.Header.Get("If-None-Match") == etag {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, doc)
+		case strings.HasSuffix(r.URL.Path, "/redirect"):
+			http.Redirect(w, r, "https://elsewhere.example.com/", http.StatusFound)
 		case r.URL.Query().Get("watch") == "true":
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
@@ -193,6 +224,8 @@ func TestProxy(t *testing.T) {
 		wantCode   int
 		wantBody   string
 	}{
+		// kube-apiserver's --aggregator-reject-forwarding-redirect (default true)
+		{"redirect", "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders/redirect", alice, http.StatusBadGateway, "the backend attempted to redirect this request, which is not permitted"},
 		{"proxied", "/apis/wardle.example.com/v1alpha1/namespaces/default/flunders?limit=5", alice, http.StatusOK, `{"path":"/apis/wardle.example.com/v1alpha1/namespaces/default/flunders"}`},
 		{"other group", "/apis/apps/v1/deployments", alice, http.StatusTeapot, "local\n"},
 		{"other version", "/apis/wardle.example.com/v1beta1/flunders", alice, http.StatusTeapot, "local\n"},

@@ -109,6 +109,7 @@ func (a *Aggregator) sync(ctx context.Context, orig *apiregistrationv1.APIServic
 		cond.Message = "all checks passed"
 		a.refreshDiscovery(ctx, s)
 		a.refreshOpenAPI(ctx, s)
+		a.refreshOpenAPIv2(s)
 	}
 	apiregistrationv1helper.SetAPIServiceCondition(s, cond)
 	if err := a.updateStatus(ctx, orig, s); err != nil {
@@ -150,7 +151,7 @@ const probeAttempts = 5
 // /api/<version> for the legacy v1.) must answer 2xx or 3xx in one of five
 // attempts.
 func (a *Aggregator) discoveryCheck(ctx context.Context, s *apiregistrationv1.APIService) error {
-	rt, err := transport.New(&transport.Config{TLS: transport.TLSConfig{
+	rt, err := transport.New(&transport.Config{DialHolder: a.dial, TLS: transport.TLSConfig{
 		Insecure: true,
 		CertData: a.cfg.ProxyClientCert,
 		KeyData:  a.cfg.ProxyClientKey,

@@ -22,7 +22,7 @@ import (
 // APIService's group version as its backend's index names it (its
 // serverRelativeURL, with the backend's hash), and
 // /openapi/v3/apis/<group>/<version> is the backend's document, fetched as
-// system:kube-aggregator. OpenAPI v2 is not merged.
+// system:kube-aggregator. OpenAPI v2 is merged too (openapiv2.go).
 
 // openAPIv3Index is the index's shape.
 type openAPIv3Index struct {

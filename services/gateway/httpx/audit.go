@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gopkg.in/natefinch/lumberjack.v2"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/apiserver/pkg/audit"
@@ -53,6 +54,9 @@ type AuditConfig struct {
 	WebhookConfigFile     string
 	WebhookMode           string // batch (default), blocking, blocking-strict
 	WebhookInitialBackoff time.Duration
+	// WebhookDial dials the webhook, as kube-apiserver's egress
+	// selector's controlplane selection does (nil: directly).
+	WebhookDial utilnet.DialFunc `json:"-"`
 }
 
 // Enabled reports whether cfg writes events anywhere.
@@ -124,7 +128,7 @@ func NewAuditor(cfg AuditConfig) (*Auditor, error) {
 		if backoff <= 0 {
 			backoff = auditwebhook.DefaultInitialBackoffDelay
 		}
-		b, err := auditwebhook.NewBackend(cfg.WebhookConfigFile, auditv1.SchemeGroupVersion, webhookutil.DefaultRetryBackoffWithInitialDelay(backoff), nil)
+		b, err := auditwebhook.NewBackend(cfg.WebhookConfigFile, auditv1.SchemeGroupVersion, webhookutil.DefaultRetryBackoffWithInitialDelay(backoff), cfg.WebhookDial)
 		if err != nil {
 			return nil, fmt.Errorf("--audit-webhook-config-file: %w", err)
 		}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/group"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
@@ -76,6 +77,9 @@ type AuthConfig struct {
 	// are cached for TokenWebhookCacheTTL (default 2m).
 	TokenWebhookConfigFile string
 	TokenWebhookCacheTTL   time.Duration
+	// WebhookDial dials the token webhook, as kube-apiserver's egress
+	// selector's controlplane selection does (nil: directly).
+	WebhookDial utilnet.DialFunc
 	// RequestHeader authenticates requests from a front proxy (an
 	// aggregator): its client certificate, verified by ClientCAFile and
 	// with one of AllowedNames as common name (any when empty), vouches
@@ -188,7 +192,7 @@ func NewAuthenticator(ctx context.Context, cfg AuthConfig) (*Authenticator, erro
 		tokens = append(tokens, tf)
 	}
 	if cfg.TokenWebhookConfigFile != "" {
-		rc, err := webhookutil.LoadKubeconfig(cfg.TokenWebhookConfigFile, nil)
+		rc, err := webhookutil.LoadKubeconfig(cfg.TokenWebhookConfigFile, cfg.WebhookDial)
 		if err != nil {
 			return nil, fmt.Errorf("--authentication-token-webhook-config-file: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -51,6 +52,9 @@ type AuthzConfig struct {
 	// WebhookConfigFile is a kubeconfig naming a SubjectAccessReview v1
 	// webhook (--authorization-webhook-config-file), for mode Webhook.
 	WebhookConfigFile string
+	// WebhookDial dials the webhook, as kube-apiserver's egress
+	// selector's controlplane selection does (nil: directly).
+	WebhookDial utilnet.DialFunc
 	// Kubeconfig names the front kube-apiserver of an extension API
 	// server (--authorization-kubeconfig): mode Webhook then sends its
 	// SubjectAccessReviews there, as upstream's delegated authorization
@@ -188,7 +192,7 @@ func newWebhookAuthorizer(cfg AuthzConfig) (authorizer.UnconditionalAuthorizer, 
 		}
 		return wh, nil
 	case cfg.WebhookConfigFile != "":
-		rc, err := webhookutil.LoadKubeconfig(cfg.WebhookConfigFile, nil)
+		rc, err := webhookutil.LoadKubeconfig(cfg.WebhookConfigFile, cfg.WebhookDial)
 		if err != nil {
 			return nil, fmt.Errorf("--authorization-webhook-config-file: %w", err)
 		}

@@ -226,6 +226,11 @@ func (e *Edge) serve(w http.ResponseWriter, r *http.Request) {
 	if e.Auth != nil && e.Auth.ServeTokenReview(w, r) {
 		return
 	}
+	// SelfSubjectReviews (kubectl auth whoami) are answered from the
+	// request's user.
+	if ServeSelfSubjectReview(w, r, u) {
+		return
+	}
 	e.Next.ServeHTTP(w, r)
 }
 

@@ -84,7 +84,9 @@ func (w *gzipWriter) start(n int) {
 	if w.code == 0 {
 		w.code = http.StatusOK
 	}
-	if n > w.threshold && w.code != http.StatusNotModified && w.code != http.StatusNoContent {
+	// a body encoded already (an aggregated server's gzip, proxied) goes
+	// as it is
+	if n > w.threshold && w.code != http.StatusNotModified && w.code != http.StatusNoContent && w.Header().Get("Content-Encoding") == "" {
 		h := w.Header()
 		h.Del("Content-Length")
 		h.Set("Content-Encoding", "gzip")

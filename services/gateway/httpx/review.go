@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -120,10 +121,27 @@ var reviewCodecs = func() serializer.CodecFactory {
 
 // decodeReview decodes a review's body in any of the codecs' encodings.
 func decodeReview(body []byte, into runtime.Object) error {
-	if _, _, err := reviewCodecs.UniversalDeserializer().Decode(body, nil, into); err != nil {
+	obj, gvk, err := reviewCodecs.UniversalDeserializer().Decode(body, nil, into)
+	if err != nil {
 		return apierrors.NewBadRequest(err.Error())
 	}
+	if obj != into {
+		// another kind: upstream's create handler cannot convert it
+		want := reflect.TypeOf(into).Elem()
+		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: converting (%s) to (%s): unknown conversion",
+			gvk.Kind, gvk.Version, want.Name(), reflect.TypeOf(obj).Elem().String(), reviewInternalPackage(want.PkgPath())+"."+want.Name()))
+	}
 	return nil
+}
+
+// reviewInternalPackage is the package name of the internal types of a
+// review's group (by its v1 package path) in kube-apiserver, as its
+// conversion errors name them.
+func reviewInternalPackage(pkgPath string) string {
+	if strings.HasSuffix(pkgPath, "/authentication/v1") {
+		return "authentication"
+	}
+	return "authorization"
 }
 
 func verbOf(method string) string {

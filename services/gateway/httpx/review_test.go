@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -203,5 +207,50 @@ func TestImpersonation(t *testing.T) {
 	code, body = s.do(t, nil, "/apis/g/v1/things", "admin-token", map[string]string{"Impersonate-Group": "dev"})
 	if code != 500 || body != `Internal Server Error: "/apis/g/v1/things": requested [{Group  dev    }] without impersonating a user`+"\n" {
 		t.Errorf("group only: %d %q", code, body)
+	}
+}
+
+// TestSelfSubjectReview: kubectl auth whoami's review is answered with
+// the request's user (whatever the body held), 201, in the negotiated
+// encoding; other verbs are 405 and a body that is no review 400, with
+// kube-apiserver's Status.
+func TestSelfSubjectReview(t *testing.T) {
+	kc, _ := webhookServer(t, sarReviewer(make(chan authzv1.SubjectAccessReview, 32)))
+	s := newAuthSetup(t, AuthzConfig{Modes: []string{ModeWebhook}, WebhookConfigFile: kc})
+	before := time.Now().Add(-time.Second)
+	code, ct, body := reviewPost(t, s, selfSubjectReviewPath, "bob-token", "application/json",
+		`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview","status":{"userInfo":{"username":"mallory"}}}`)
+	if code != 201 || ct != "application/json" {
+		t.Fatalf("%d %s %s", code, ct, body)
+	}
+	var got authnv1.SelfSubjectReview
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	stamp := got.CreationTimestamp.Time
+	got.CreationTimestamp = metav1.Time{}
+	want := authnv1.SelfSubjectReview{TypeMeta: metav1.TypeMeta{Kind: "SelfSubjectReview", APIVersion: "authentication.k8s.io/v1"},
+		Status: authnv1.SelfSubjectReviewStatus{UserInfo: authnv1.UserInfo{Username: "bob", UID: "42", Groups: []string{"devs", "qa", "system:authenticated"}}}}
+	if !reflect.DeepEqual(got, want) || stamp.Before(before) {
+		t.Errorf("review = %+v at %v\nwant %+v", got, stamp, want)
+	}
+	if !bytes.Contains(body, []byte(`"status":{"userInfo":{"username":"bob","uid":"42","groups":["devs","qa","system:authenticated"]}}`)) {
+		t.Errorf("body %s", body)
+	}
+
+	// protobuf, as kubectl asks of built-in kinds
+	code, ct, body = reviewPost(t, s, selfSubjectReviewPath, "wh-carol", "application/vnd.kubernetes.protobuf, application/json", `{"kind":"SelfSubjectReview","apiVersion":"authentication.k8s.io/v1"}`)
+	var pb authnv1.SelfSubjectReview
+	if _, _, err := reviewCodecs.UniversalDeserializer().Decode(body, nil, &pb); code != 201 || ct != "application/vnd.kubernetes.protobuf" || err != nil || pb.Status.UserInfo.Username != "carol" {
+		t.Errorf("protobuf: %d %s %+v %v", code, ct, pb, err)
+	}
+
+	code, _, body = reviewPost(t, s, selfSubjectReviewPath, "bob-token", "application/json", `{"kind":"TokenReview","apiVersion":"authentication.k8s.io/v1"}`)
+	if code != 400 {
+		t.Errorf("a TokenReview's body: %d %s", code, body)
+	}
+	if code, body := s.do(t, nil, selfSubjectReviewPath, "bob-token", nil); code != 405 ||
+		body != `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"list is not supported on resources of kind \"selfsubjectreviews.authentication.k8s.io\"","reason":"MethodNotAllowed","details":{"group":"authentication.k8s.io","kind":"selfsubjectreviews"},"code":405}`+"\n" {
+		t.Errorf("GET: %d %s", code, body)
 	}
 }
