@@ -84,7 +84,7 @@ func TestResolve(t *testing.T) {
 // serving a certificate for api.wardle.svc signed by its own CA.
 type backendServer struct {
 	*httptest.Server
-	pki  *localpki.PKI
+	pki       *localpki.PKI
 	mu        sync.Mutex
 	reqs      []*http.Request
 	openAPIv2 string // its /openapi/v2 (404 when empty)
