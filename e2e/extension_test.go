@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -369,7 +370,13 @@ func (env *extensionEnv) raw(t *testing.T, base, method, path, token string, cer
 	}
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(t.Context(), method, base+path, nil)
+	var body io.Reader
+	if b := hdr.Get("X-Test-Body"); b != "" {
+		body = strings.NewReader(b)
+		hdr = hdr.Clone()
+		hdr.Del("X-Test-Body")
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, base+path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,7 +537,35 @@ spec: {cronSpec: "* * * * */1", image: watched-image, replicas: 1}
 		t.Errorf("after the delete: %s", errOut)
 	}
 
+	env.selfSubjectReviews(t)
 	env.latency(t)
+}
+
+// selfSubjectReviews: crdplane's SelfSubjectReview (kubectl auth whoami)
+// answers as the front kube-apiserver's, byte for byte but the time: for
+// bob, whose token the front reviews for crdplane too; for a GET (405);
+// and for a body of another kind (400).
+func (env *extensionEnv) selfSubjectReviews(t *testing.T) {
+	t.Helper()
+	const path = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+	stamp := regexp.MustCompile(`"creationTimestamp":"[^"]+"`)
+	for _, tc := range []struct{ name, method, body string }{
+		{"review", http.MethodPost, `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview","status":{"userInfo":{"username":"mallory"}}}`},
+		{"list", http.MethodGet, ""},
+		{"another kind", http.MethodPost, `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"x"}}`},
+		{"no kind", http.MethodPost, `{"status":{}}`},
+	} {
+		var hdr http.Header
+		if tc.body != "" {
+			hdr = http.Header{"Content-Type": {"application/json"}, "X-Test-Body": {tc.body}}
+		}
+		frontCode, frontBody := env.raw(t, env.front, tc.method, path, "bob-token", nil, hdr)
+		code, body := env.raw(t, env.crdplane.URL, tc.method, path, "bob-token", nil, hdr)
+		frontBody, body = stamp.ReplaceAllString(frontBody, `"creationTimestamp":"T"`), stamp.ReplaceAllString(body, `"creationTimestamp":"T"`)
+		if code != frontCode || body != frontBody {
+			t.Errorf("SelfSubjectReview %s: crdplane %d %s\nfront %d %s", tc.name, code, body, frontCode, frontBody)
+		}
+	}
 }
 
 // TestExtensionAPIServerEndpoints: the front with
