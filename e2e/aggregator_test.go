@@ -119,7 +119,11 @@ type aggregation struct {
 	wardle   *wardle
 	pki      *localpki.PKI // the sample-apiserver's serving CA (caBundle)
 	proxyCrt tls.Certificate
-	dir      string
+	// proxyCrtPEM and proxyKeyPEM are proxyCrt's; port is the
+	// sample-apiserver's
+	proxyCrtPEM, proxyKeyPEM []byte
+	port                     int
+	dir                      string
 	start    func() *wardle
 }
 
@@ -166,7 +170,7 @@ func startAggregation(t *testing.T) *aggregation {
 		"--disable-admission-plugins", "MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy",
 		"--enable-priority-and-fairness=false",
 	}
-	a := &aggregation{s: s, pki: pki, proxyCrt: proxyCrt, dir: dir}
+	a := &aggregation{s: s, pki: pki, proxyCrt: proxyCrt, proxyCrtPEM: crt, proxyKeyPEM: key, port: port, dir: dir}
 	a.start = func() *wardle {
 		w := &wardle{logs: &bytes.Buffer{}, addr: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan struct{})}
 		w.cmd = exec.Command(bin, args...)
@@ -473,6 +477,18 @@ func TestAggregatorLatency(t *testing.T) {
 		return d
 	}
 	viaHdr := map[string]string{"Authorization": "Bearer " + token}
+	// upstream's aggregator in the same run: kube-apiserver v1.33 in front
+	// of the same sample-apiserver, with the same proxy client certificate
+	var kas string
+	var viaKAS *http.Client
+	if os.Getenv("KUBE_APISERVER_BIN") != "" {
+		var kasCA []byte
+		kas, kasCA = a.kubeAPIServerFront(t)
+		kroots := x509.NewCertPool()
+		kroots.AppendCertsFromPEM(kasCA)
+		viaKAS = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: kroots}}}
+	}
+	kasHdr := map[string]string{"Authorization": "Bearer admin-token"}
 	directHdr := map[string]string{"X-Remote-User": "admin", "X-Remote-Group": "system:masters"}
 	n := 2000
 	if v := os.Getenv("CRDPLANE_BENCH_N"); v != "" {
@@ -481,16 +497,22 @@ func TestAggregatorLatency(t *testing.T) {
 	for range 100 { // warm up: connections, the SubjectAccessReview cache
 		get(via, s.URL+path, viaHdr)
 		get(direct, "https://"+a.wardle.addr+path, directHdr)
+		if kas != "" {
+			get(viaKAS, kas+path, kasHdr)
+		}
 	}
 	// for scale: a GET crdplane serves itself (a Namespace, through its
 	// edge, the registry and storage)
 	nsPath := "/api/v1/namespaces/default"
 	get(via, s.URL+nsPath, viaHdr)
-	var dv, dd, dn []time.Duration
+	var dv, dd, dn, dk []time.Duration
 	for range n {
 		dv = append(dv, get(via, s.URL+path, viaHdr))
 		dd = append(dd, get(direct, "https://"+a.wardle.addr+path, directHdr))
 		dn = append(dn, get(via, s.URL+nsPath, viaHdr))
+		if kas != "" {
+			dk = append(dk, get(viaKAS, kas+path, kasHdr))
+		}
 	}
 	med := func(d []time.Duration) time.Duration {
 		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
@@ -501,6 +523,63 @@ func TestAggregatorLatency(t *testing.T) {
 	t.Logf("GET flunder, %d each, interleaved: through crdplane p50 %v p90 %v; direct p50 %v p90 %v; overhead p50 %v; crdplane's own GET of a Namespace p50 %v p90 %v",
 		n, mv, p90(dv), md, p90(dd), mv-md, mn, p90(dn))
 	fmt.Printf("aggregator GET p50: via crdplane %v, direct %v, overhead %v (a Namespace GET served by crdplane itself: %v)\n", mv, md, mv-md, mn)
+	if kas != "" {
+		mk := med(dk)
+		t.Logf("through kube-apiserver v1.33 p50 %v p90 %v; its overhead p50 %v", mk, p90(dk), mk-md)
+		fmt.Printf("aggregator GET p50: via kube-apiserver %v, overhead %v; crdplane's overhead %v\n", mk, mk-md, mv-md)
+	}
+}
+
+// kubeAPIServerFront runs kube-apiserver with the aggregation's proxy
+// client certificate and registers the sample-apiserver there as
+// v1alpha1.wardle.example.com, behind an ExternalName Service wardle/api
+// (localhost, the sample-apiserver's port), and waits until it is
+// Available; it returns kube-apiserver's URL and CA. Its admin is
+// "admin-token".
+func (a *aggregation) kubeAPIServerFront(t *testing.T) (string, []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	pki, err := localpki.Generate([]string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	url := startKubeAPIServer(t, kubeAPIServer{dir: dir, servingCert: pki.ServingCertPEM, servingKey: pki.ServingKeyPEM,
+		tokens: "admin-token,admin,1000,\"system:masters\"\n",
+		extra:  []string{"--proxy-client-cert-file", write("proxy.crt", a.proxyCrtPEM), "--proxy-client-key-file", write("proxy.key", a.proxyKeyPEM)}})
+	admin := &server{URL: url, Kubeconfig: writeKubeconfig(t, filepath.Join(dir, "admin.kubeconfig"), url, pki.CACertPEM, "admin-token"), cacheDir: filepath.Join(dir, "cache")}
+	admin.mustIn(t, fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: wardle}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: wardle}
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports: [{port: %[1]d}]
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1alpha1.wardle.example.com
+spec:
+  group: wardle.example.com
+  version: v1alpha1
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+  service: {namespace: wardle, name: api, port: %[1]d}
+  caBundle: %[2]s
+`, a.port, base64.StdEncoding.EncodeToString(a.pki.CACertPEM)), "apply", "-f", "-")
+	admin.must(t, "wait", "--for", "condition=Available", "--timeout", "90s", "apiservice/v1alpha1.wardle.example.com")
+	return url, pki.CACertPEM
 }
 
 func loadKubeconfig(t *testing.T, s *server) *clientcmdapi.Config {

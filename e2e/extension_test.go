@@ -149,7 +149,6 @@ func serviceAccountKey(t *testing.T) (private, public []byte) {
 // ExternalName Service naming localhost.
 func startExtensionEnv(t *testing.T, endpointIP string) *extensionEnv {
 	t.Helper()
-	kas := kubeAPIServerBinary(t)
 	env := &extensionEnv{dir: t.TempDir(), frontAs: map[string]*server{}, crdplaneAs: map[string]*server{}}
 	write := func(name string, data []byte) string {
 		p := filepath.Join(env.dir, name)
@@ -174,66 +173,22 @@ func startExtensionEnv(t *testing.T, endpointIP string) *extensionEnv {
 		}
 		fmt.Fprintf(&tokens, "%s,%s,%d%s\n", extensionTokens[u], u, 1000+i, groups)
 	}
-	saPriv, saPub := serviceAccountKey(t)
-	saKey, saPubFile := write("sa.key", saPriv), write("sa.pub", saPub)
-
-	etcdURL := startEmbeddedEtcd(t, filepath.Join(env.dir, "front-etcd"))
-	port := freeTCPPort(t)
-	env.front = fmt.Sprintf("https://127.0.0.1:%d", port)
-	logs := &syncBuffer{}
-	cmd := exec.Command(kas,
-		"--etcd-servers", etcdURL,
-		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
-		"--advertise-address", "127.0.0.1", "--endpoint-reconciler-type", "none",
-		"--tls-cert-file", write("front.crt", frontPKI.ServingCertPEM), "--tls-private-key-file", write("front.key", frontPKI.ServingKeyPEM),
-		"--client-ca-file", write("client-ca.crt", env.clientCA.CACertPEM),
-		"--token-auth-file", write("tokens.csv", []byte(tokens.String())),
-		"--authorization-mode", "RBAC",
-		"--service-account-key-file", saPubFile, "--service-account-signing-key-file", saKey,
-		"--service-account-issuer", "https://kubernetes.default.svc",
-		"--service-cluster-ip-range", "10.96.0.0/24",
-		"--requestheader-client-ca-file", write("proxy-ca.crt", env.proxyCA.CACertPEM),
-		"--requestheader-allowed-names", "front-proxy-client",
-		"--requestheader-username-headers", "X-Remote-User",
-		"--requestheader-group-headers", "X-Remote-Group",
-		"--requestheader-extra-headers-prefix", "X-Remote-Extra-",
-		"--proxy-client-cert-file", write("proxy.crt", env.proxyCrt), "--proxy-client-key-file", write("proxy.key", env.proxyKey),
-		"--enable-priority-and-fairness=false",
-		"--profiling=false",
-		"--enable-aggregator-routing="+strconv.FormatBool(endpointIP != ""),
-	)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("kube-apiserver logs:\n%s", tail(logs.String(), 6000))
-		}
-	})
+	env.front = startKubeAPIServer(t, kubeAPIServer{dir: env.dir, servingCert: frontPKI.ServingCertPEM, servingKey: frontPKI.ServingKeyPEM, tokens: tokens.String(),
+		extra: []string{
+			"--client-ca-file", write("client-ca.crt", env.clientCA.CACertPEM),
+			"--requestheader-client-ca-file", write("proxy-ca.crt", env.proxyCA.CACertPEM),
+			"--requestheader-allowed-names", "front-proxy-client",
+			"--requestheader-username-headers", "X-Remote-User",
+			"--requestheader-group-headers", "X-Remote-Group",
+			"--requestheader-extra-headers-prefix", "X-Remote-Extra-",
+			"--proxy-client-cert-file", write("proxy.crt", env.proxyCrt), "--proxy-client-key-file", write("proxy.key", env.proxyKey),
+			"--enable-aggregator-routing=" + strconv.FormatBool(endpointIP != ""),
+		}})
 	for _, u := range []string{"admin", "alice", "bob"} {
 		env.frontAs[u] = &server{URL: env.front, Kubeconfig: writeKubeconfig(t, filepath.Join(env.dir, "front-"+u+".kubeconfig"), env.front, env.frontCA, extensionTokens[u]),
 			cacheDir: filepath.Join(env.dir, "cache-front-"+u)}
 	}
 	admin := env.frontAs["admin"]
-	waitFor(t, "kube-apiserver /readyz", 120*time.Second, func() bool {
-		select {
-		case <-done:
-			t.Fatalf("kube-apiserver exited: %s", tail(logs.String(), 4000))
-		default:
-		}
-		code, _ := env.raw(t, env.front, "GET", "/readyz", "admin-token", nil, nil)
-		return code == http.StatusOK
-	})
 
 	// The front's RBAC: crdplane may review tokens and access, and read
 	// the ConfigMap (the task page's two bindings); alice edits CronTabs
@@ -566,6 +521,89 @@ func (env *extensionEnv) selfSubjectReviews(t *testing.T) {
 			t.Errorf("SelfSubjectReview %s: crdplane %d %s\nfront %d %s", tc.name, code, body, frontCode, frontBody)
 		}
 	}
+}
+
+// kubeAPIServer configures startKubeAPIServer: a directory of its own,
+// the serving certificate (for 127.0.0.1), a --token-auth-file's lines,
+// and more flags.
+type kubeAPIServer struct {
+	dir                     string
+	servingCert, servingKey []byte
+	tokens                  string
+	extra                   []string
+}
+
+// startKubeAPIServer runs upstream's kube-apiserver (RBAC, its own
+// embedded etcd, priority and fairness off) on a free loopback port until
+// t ends, and returns its URL once /readyz answers 200 to the token
+// "admin-token", which cfg.tokens must hold.
+func startKubeAPIServer(t *testing.T, cfg kubeAPIServer) string {
+	t.Helper()
+	kas := kubeAPIServerBinary(t)
+	write := func(name string, data []byte) string {
+		p := filepath.Join(cfg.dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	saPriv, saPub := serviceAccountKey(t)
+	saKey, saPubFile := write("sa.key", saPriv), write("sa.pub", saPub)
+	etcdURL := startEmbeddedEtcd(t, filepath.Join(cfg.dir, "front-etcd"))
+	port := freeTCPPort(t)
+	url := fmt.Sprintf("https://127.0.0.1:%d", port)
+	logs := &syncBuffer{}
+	cmd := exec.Command(kas, append([]string{
+		"--etcd-servers", etcdURL,
+		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
+		"--advertise-address", "127.0.0.1", "--endpoint-reconciler-type", "none",
+		"--tls-cert-file", write("front.crt", cfg.servingCert), "--tls-private-key-file", write("front.key", cfg.servingKey),
+		"--token-auth-file", write("tokens.csv", []byte(cfg.tokens)),
+		"--authorization-mode", "RBAC",
+		"--service-account-key-file", saPubFile, "--service-account-signing-key-file", saKey,
+		"--service-account-issuer", "https://kubernetes.default.svc",
+		"--service-cluster-ip-range", "10.96.0.0/24",
+		"--enable-priority-and-fairness=false",
+		"--profiling=false",
+	}, cfg.extra...)...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("kube-apiserver logs:\n%s", tail(logs.String(), 6000))
+		}
+	})
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(cfg.servingCert)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: 5 * time.Second}
+	defer client.CloseIdleConnections()
+	waitFor(t, "kube-apiserver /readyz", 120*time.Second, func() bool {
+		select {
+		case <-done:
+			t.Fatalf("kube-apiserver exited: %s", tail(logs.String(), 4000))
+		default:
+		}
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer admin-token")
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return url
 }
 
 // TestExtensionAPIServerEndpoints: the front with
