@@ -503,6 +503,35 @@ func TestAggregatorLatency(t *testing.T) {
 	}
 	// for scale: a GET crdplane serves itself (a Namespace, through its
 	// edge, the registry and storage)
+	if kas != "" {
+		// the proxied answer's headers are kube-apiserver's: the backend's
+		// with the front's Audit-Id and Cache-Control beside its own
+		shape := func(c *http.Client, u string, hdr map[string]string) string {
+			req, _ := http.NewRequest(http.MethodGet, u, nil)
+			req.Header.Set("Accept", "application/json")
+			for k, v := range hdr {
+				req.Header.Set(k, v)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			var out []string
+			for k, v := range resp.Header {
+				if k == "Date" || k == "Audit-Id" {
+					out = append(out, fmt.Sprintf("%s×%d", k, len(v)))
+					continue
+				}
+				out = append(out, k+"="+strings.Join(v, "|"))
+			}
+			sort.Strings(out)
+			return strings.Join(out, "\n")
+		}
+		if ours, theirs := shape(via, s.URL+path, viaHdr), shape(viaKAS, kas+path, kasHdr); ours != theirs {
+			t.Errorf("proxied headers:\n%s\nkube-apiserver's:\n%s", ours, theirs)
+		}
+	}
 	nsPath := "/api/v1/namespaces/default"
 	get(via, s.URL+nsPath, viaHdr)
 	var dv, dd, dn, dk []time.Duration
