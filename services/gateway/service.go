@@ -17,6 +17,7 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 
 	"github.com/crdplane/crdplane/pkg/convcache"
 	"github.com/crdplane/crdplane/pkg/crdcache"
@@ -477,16 +478,12 @@ func newAggregator(cfg Aggregation, dial func(ctx context.Context, network, addr
 	client registryv1.APIRegistrationServiceClient, log *slog.Logger) (*aggregator.Aggregator, error) {
 	ac := aggregator.Config{Client: client, Resolver: aggregator.NewResolver(cfg.ServiceOverrides), ProbeInterval: cfg.ProbeInterval, Dial: dial, Log: log}
 	if cfg.ProxyClientCertFile != "" {
-		var err error
-		if ac.ProxyClientCert, err = os.ReadFile(cfg.ProxyClientCertFile); err != nil {
+		// followed and reloaded, as kube-apiserver's
+		c, err := dynamiccertificates.NewDynamicServingContentFromFiles("aggregator-proxy-cert", cfg.ProxyClientCertFile, cfg.ProxyClientKeyFile)
+		if err != nil {
 			return nil, fmt.Errorf("--proxy-client-cert-file: %w", err)
 		}
-		if ac.ProxyClientKey, err = os.ReadFile(cfg.ProxyClientKeyFile); err != nil {
-			return nil, fmt.Errorf("--proxy-client-key-file: %w", err)
-		}
-		if _, err := tls.X509KeyPair(ac.ProxyClientCert, ac.ProxyClientKey); err != nil {
-			return nil, fmt.Errorf("--proxy-client-cert-file: %w", err)
-		}
+		ac.ProxyClientCertKey = c
 	}
 	return aggregator.New(ac), nil
 }

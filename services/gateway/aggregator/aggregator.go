@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	apiserverproxyutil "k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/client-go/transport"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
@@ -46,9 +47,12 @@ type Config struct {
 	// Resolver gives a Service's address.
 	Resolver *Resolver
 	// ProxyClientCert and ProxyClientKey are the PEM client certificate
-	// and key presented to backends (--proxy-client-cert-file,
-	// --proxy-client-key-file); none when empty.
+	// and key presented to backends; none when empty. ProxyClientCertKey,
+	// when set, gives them instead and is followed: the files of
+	// --proxy-client-cert-file and --proxy-client-key-file, reloaded when
+	// they change, as kube-apiserver's (the transports are rebuilt).
 	ProxyClientCert, ProxyClientKey []byte
+	ProxyClientCertKey              *dynamiccertificates.DynamicCertKeyPairContent
 	// ProbeInterval is how often an APIService's backend is checked
 	// (default 30s; a failed check is retried sooner, with backoff).
 	ProbeInterval time.Duration
@@ -69,6 +73,7 @@ type Aggregator struct {
 
 	mu       sync.Mutex
 	services map[string]*apiregistrationv1.APIService // by name, as watched
+	certGen  uint64                                   // bumped when the proxy client certificate changes
 	synced   chan struct{}
 	kick     chan string // an APIService to check now
 
@@ -98,6 +103,7 @@ type backend struct {
 	available    bool
 	roundTripper http.RoundTripper
 	transportErr error
+	certGen      uint64 // the proxy client certificate it was built with
 }
 
 // New returns an Aggregator for cfg; Run follows the APIServices.
@@ -118,6 +124,9 @@ func New(cfg Config) *Aggregator {
 		a.dial = &transport.DialHolder{Dial: cfg.Dial}
 	}
 	a.state.Store(&state{byGroupVersion: map[string]*backend{}, groups: map[string]bool{}})
+	if cfg.ProxyClientCertKey != nil {
+		cfg.ProxyClientCertKey.AddListener(a)
+	}
 	return a
 }
 
@@ -131,10 +140,13 @@ func (a *Aggregator) Synced() bool {
 	}
 }
 
-// Run follows the APIServices and runs the availability checks until ctx
-// ends.
+// Run follows the APIServices and runs the availability checks (and
+// follows the proxy client certificate's files) until ctx ends.
 func (a *Aggregator) Run(ctx context.Context) {
 	var wg sync.WaitGroup
+	if c := a.cfg.ProxyClientCertKey; c != nil {
+		wg.Go(func() { c.Run(ctx, 1) })
+	}
 	wg.Go(func() { a.follow(ctx) })
 	wg.Go(func() { a.runController(ctx) })
 	wg.Wait()
@@ -266,6 +278,25 @@ func (a *Aggregator) get(name string) *apiregistrationv1.APIService {
 	return a.services[name]
 }
 
+// Enqueue is told that the proxy client certificate changed: every
+// backend's transport is built again with it, as kube-apiserver's
+// APIService registration controller does.
+func (a *Aggregator) Enqueue() {
+	a.mu.Lock()
+	a.certGen++
+	a.publishLocked()
+	a.mu.Unlock()
+	a.log.Info("proxy client certificate changed: the APIServices' transports are rebuilt")
+}
+
+// proxyCertKey is the client certificate and key presented to backends.
+func (a *Aggregator) proxyCertKey() (cert, key []byte) {
+	if c := a.cfg.ProxyClientCertKey; c != nil {
+		return c.CurrentCertKeyContent()
+	}
+	return a.cfg.ProxyClientCert, a.cfg.ProxyClientKey
+}
+
 func (a *Aggregator) publishLocked() {
 	list := make([]*apiregistrationv1.APIService, 0, len(a.services))
 	for _, s := range a.services {
@@ -282,11 +313,12 @@ func (a *Aggregator) publishLocked() {
 		}
 		gv := s.Spec.Group + "/" + s.Spec.Version
 		b := &backend{
+			certGen:    a.certGen,
 			apiService: s,
 			ref:        serviceRef(s),
 			available:  apiregistrationv1helper.IsAPIServiceConditionTrue(s, apiregistrationv1.Available),
 		}
-		if prev, ok := old.byGroupVersion[gv]; ok && prev.apiService.ResourceVersion != "" && equalSpec(prev.apiService, s) {
+		if prev, ok := old.byGroupVersion[gv]; ok && prev.apiService.ResourceVersion != "" && prev.certGen == a.certGen && equalSpec(prev.apiService, s) {
 			b.roundTripper, b.transportErr = prev.roundTripper, prev.transportErr
 		} else {
 			b.roundTripper, b.transportErr = a.newTransport(s)
@@ -314,11 +346,12 @@ func serviceRef(s *apiregistrationv1.APIService) ServiceRef {
 // insecureSkipTLSVerify), the proxy client certificate presented.
 func (a *Aggregator) newTransport(s *apiregistrationv1.APIService) (http.RoundTripper, error) {
 	ref := serviceRef(s)
+	cert, key := a.proxyCertKey()
 	return transport.New(&transport.Config{DialHolder: a.dial, TLS: transport.TLSConfig{
 		Insecure:   s.Spec.InsecureSkipTLSVerify,
 		ServerName: ServerName(ref),
-		CertData:   a.cfg.ProxyClientCert,
-		KeyData:    a.cfg.ProxyClientKey,
+		CertData:   cert,
+		KeyData:    key,
 		CAData:     s.Spec.CABundle,
 	}})
 }

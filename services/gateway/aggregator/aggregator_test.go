@@ -149,7 +149,9 @@ func newBackend(t *testing.T) *backendServer {
 			_, _ = fmt.Fprintf(w, `{"path":%q}`, r.URL.Path)
 		}
 	}))
-	b.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	// client certificates asked for (not verified): the tests read which
+	// one the proxy presented
+	b.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert}
 	b.StartTLS()
 	t.Cleanup(b.Close)
 	return b

@@ -151,10 +151,11 @@ const probeAttempts = 5
 // /api/<version> for the legacy v1.) must answer 2xx or 3xx in one of five
 // attempts.
 func (a *Aggregator) discoveryCheck(ctx context.Context, s *apiregistrationv1.APIService) error {
+	cert, key := a.proxyCertKey()
 	rt, err := transport.New(&transport.Config{DialHolder: a.dial, TLS: transport.TLSConfig{
 		Insecure: true,
-		CertData: a.cfg.ProxyClientCert,
-		KeyData:  a.cfg.ProxyClientKey,
+		CertData: cert,
+		KeyData:  key,
 	}})
 	if err != nil {
 		return err
