@@ -117,7 +117,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.ServiceEndpoints = EndpointMap{}
 	}
 	fs.Var(c.ServiceEndpoints, "service-endpoint", "address to dial for a conversion webhook's clientConfig.service, as name.namespace[:port]=host:port (repeatable, or comma-separated); e.g. crontab-conversion.default=127.0.0.1:9443")
-	fs.StringVar(&c.EgressSelectorConfigFile, "egress-selector-config-file", "", "File with apiserver egress selector configuration (kube-apiserver's EgressSelectorConfiguration, apiserver.k8s.io/v1beta1): conversion webhooks named by clientConfig.service are dialled through its cluster selection, those named by clientConfig.url through its controlplane selection (Direct, HTTPConnect over TCP or a Unix socket, GRPC over a Unix socket); none: direct")
+	fs.StringVar(&c.EgressSelectorConfigFile, "egress-selector-config-file", "", "File with apiserver egress selector configuration (kube-apiserver's EgressSelectorConfiguration, apiserver.k8s.io/v1beta1): conversion webhooks named by clientConfig.service are dialled through its cluster selection, those named by clientConfig.url through its controlplane selection (Direct, HTTPConnect over TCP or a Unix socket, GRPC over a Unix socket); none: direct. crdplane run gives it to the gateway too: its token, authorization and audit webhooks through controlplane, APIService backends through cluster")
 	fs.StringVar(&c.ServiceDNSPattern, "service-dns-pattern", DefaultServiceDNSPattern, "address dialled for a clientConfig.service without a --service-endpoint entry; {name}, {namespace} and {port} are replaced (docker compose: {name}:{port})")
 }
 
