@@ -116,6 +116,22 @@ func ReadConfigFile(path string) (*apiserver.EgressSelectorConfiguration, error)
 	return cfg, nil
 }
 
+// Load reads the configuration file at path and builds its dialers, as
+// kube-apiserver's --egress-selector-config-file (ReadConfigFile, then
+// New, with upstream's wording). An empty path is no selector (nil: every
+// selection Direct).
+func Load(path string) (*Selector, error) {
+	cfg, err := ReadConfigFile(path)
+	if err != nil || cfg == nil {
+		return nil, err
+	}
+	sel, err := New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("failed to setup egress selector with config %#v: %w", cfg, err)
+	}
+	return sel, nil
+}
+
 // New builds the dialers of cfg's egress selections. A nil cfg, or a
 // selection cfg does not name, dials directly (as upstream). cfg is
 // expected to be validated (ReadConfigFile does); New still refuses what

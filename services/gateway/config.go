@@ -98,16 +98,9 @@ func (c *Config) LoadEgress() error {
 	if c.EgressSelectorConfigFile == "" || c.Egress != nil {
 		return nil
 	}
-	cfg, err := egress.ReadConfigFile(c.EgressSelectorConfigFile)
-	if err != nil {
-		return err
-	}
-	sel, err := egress.New(cfg)
-	if err != nil {
-		return fmt.Errorf("failed to setup egress selector with config %#v: %w", cfg, err)
-	}
+	sel, err := egress.Load(c.EgressSelectorConfigFile)
 	c.Egress = sel
-	return nil
+	return err
 }
 
 // egressDial is selection's dial function, nil when it dials directly (the
