@@ -17,7 +17,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
@@ -430,6 +434,26 @@ func TestDiscoveryMerge(t *testing.T) {
 		return rr
 	}(); rec2.Code != http.StatusNotModified {
 		t.Errorf("If-None-Match = %d, want 304", rec2.Code)
+	}
+	// protobuf, as a client-go client configured for it asks: the merged
+	// lists, encoded
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	if err := apidiscoveryv2.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	pbCodec := protobuf.NewSerializer(scheme, scheme)
+	rec = get("/apis", "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"+acceptV2)
+	var pbList apidiscoveryv2.APIGroupDiscoveryList
+	if _, _, err := pbCodec.Decode(rec.Body.Bytes(), nil, &pbList); err != nil || rec.Header().Get("Content-Type") != "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList" ||
+		len(pbList.Items) != 2 || pbList.Items[1].Name != "wardle.example.com" || len(pbList.Items[1].Versions[0].Resources) != 1 {
+		t.Errorf("aggregated /apis in protobuf: %v %q %+v", err, rec.Header().Get("Content-Type"), pbList.Items)
+	}
+	rec = get("/apis", "application/vnd.kubernetes.protobuf, */*")
+	var pbGroups metav1.APIGroupList
+	if _, _, err := pbCodec.Decode(rec.Body.Bytes(), nil, &pbGroups); err != nil || rec.Header().Get("Content-Type") != "application/vnd.kubernetes.protobuf" ||
+		len(pbGroups.Groups) != 2 || pbGroups.Groups[1].Name != "wardle.example.com" {
+		t.Errorf("legacy /apis in protobuf: %v %q %+v", err, rec.Header().Get("Content-Type"), pbGroups.Groups)
 	}
 	rec = get("/apis/wardle.example.com", "application/json")
 	want = `{"kind":"APIGroup","apiVersion":"v1","name":"wardle.example.com","versions":[{"groupVersion":"wardle.example.com/v1alpha1","version":"v1alpha1"}],"preferredVersion":{"groupVersion":"wardle.example.com/v1alpha1","version":"v1alpha1"}}` + "\n"

@@ -16,6 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/endpoints"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+
+	"github.com/crdplane/crdplane/pkg/kubewire"
+	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
 
 // versionDiscovery is what a backend's discovery says of its group
@@ -167,6 +170,16 @@ func (a *Aggregator) serveAPIs(w http.ResponseWriter, r *http.Request, next http
 	}
 	r2 := r.Clone(r.Context())
 	r2.Header.Del("If-None-Match")
+	// a client that negotiates protobuf (legacy or aggregated) gets the
+	// merged list in protobuf: merged in JSON, then encoded
+	neg, err := kubewire.Negotiate(kubewire.Request{Accept: r.Header.Get("Accept"), RawQuery: r.URL.RawQuery, UserAgent: r.UserAgent()}, kubewire.TargetRootDiscovery)
+	pb := err == nil && neg.Protobuf()
+	if pb {
+		r2.Header.Set("Accept", "application/json")
+		if neg.Transform == kubewire.TransformAPIGroupDiscoveryList {
+			r2.Header.Set("Accept", acceptV2)
+		}
+	}
 	rec := httptest.NewRecorder()
 	next.ServeHTTP(rec, r2)
 	res := rec.Result()
@@ -203,6 +216,12 @@ func (a *Aggregator) serveAPIs(w http.ResponseWriter, r *http.Request, next http
 		out = &list
 	}
 	if out == nil {
+		if pb && res.StatusCode == http.StatusOK {
+			// not a list to merge: the local server's own answer in the
+			// encoding asked for
+			next.ServeHTTP(w, r)
+			return
+		}
 		copyResponse(w, res, body)
 		return
 	}
@@ -211,12 +230,27 @@ func (a *Aggregator) serveAPIs(w http.ResponseWriter, r *http.Request, next http
 		copyResponse(w, res, body)
 		return
 	}
+	var wire []byte
+	if pb {
+		if wire, err = httpx.Wire().Object(merged); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
 	for k, v := range res.Header {
 		if k != "Content-Length" && k != "Etag" {
 			w.Header()[k] = v
 		}
 	}
+	if pb {
+		ct := kubewire.ContentTypeProtobuf
+		if isAggregated(res.Header.Get("Content-Type")) {
+			ct += ";g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+		}
+		w.Header().Set("Content-Type", ct)
+	}
 	if isAggregated(ct) {
+		// one ETag for either encoding, as upstream's (of the JSON)
 		etag := fmt.Sprintf("%q", fmt.Sprintf("%X", sha512.Sum512(merged)))
 		w.Header().Set("Etag", etag)
 		if r.Header.Get("If-None-Match") == etag {
@@ -225,6 +259,10 @@ func (a *Aggregator) serveAPIs(w http.ResponseWriter, r *http.Request, next http
 		}
 	}
 	w.WriteHeader(http.StatusOK)
+	if pb {
+		_, _ = w.Write(wire)
+		return
+	}
 	_, _ = w.Write(append(merged, '\n'))
 }
 

@@ -167,7 +167,7 @@ func discoveryTarget(group string) kubewire.Target {
 	switch group {
 	case "":
 		return kubewire.TargetRootDiscovery
-	case "apiextensions.k8s.io", "authorization.k8s.io":
+	case "apiextensions.k8s.io", "authentication.k8s.io", "authorization.k8s.io":
 		return kubewire.TargetBuiltinDiscovery
 	}
 	return kubewire.TargetDiscovery
