@@ -36,15 +36,14 @@ func (c *controllers) syncNames(ctx context.Context, name string) error {
 			c.enqueueAfter("names", name, 5*time.Millisecond)
 			return nil
 		}
+		// each CRD's creation revision read once, not per comparison
+		createdOf := map[string]int64{}
 		earlier := slices.DeleteFunc(c.inf.listGroup(cur.Spec.Group), func(o *CRD) bool {
 			oc, _ := c.inf.createdAt(o.Name)
+			createdOf[o.Name] = oc
 			return o.Name == name || semanticEqual(o.Spec.Names, o.Status.AcceptedNames) || oc >= created
 		})
-		slices.SortFunc(earlier, func(a, b *CRD) int {
-			ac, _ := c.inf.createdAt(a.Name)
-			bc, _ := c.inf.createdAt(b.Name)
-			return cmp.Compare(ac, bc)
-		})
+		slices.SortFunc(earlier, func(a, b *CRD) int { return cmp.Compare(createdOf[a.Name], createdOf[b.Name]) })
 		for _, o := range earlier {
 			if err := c.decideNames(ctx, o.Name); err != nil {
 				return err
