@@ -157,7 +157,8 @@ current-context: tokens
 `, base64.StdEncoding.EncodeToString(tokenCA)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := startServer(t, "", "--egress-selector-config-file", config, "--authentication-token-webhook-config-file", kc)
+	ops := freeAddr(t)
+	s := startServer(t, "", "--egress-selector-config-file", config, "--authentication-token-webhook-config-file", kc, "--ops-listen", ops)
 
 	// a token only the webhook knows
 	if out := s.must(t, "--token", "wh-dave", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); out != "dave" {
@@ -189,6 +190,18 @@ spec:
 	for _, target := range cluster.Targets() {
 		if target != "api.wardle.svc:443" {
 			t.Fatalf("cluster tunnel to %s", target)
+		}
+	}
+	// upstream's egress dialer metrics, on crdplane's /metrics
+	resp, err := http.Get("http://" + ops + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	metrics, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{`apiserver_egress_dialer_dial_duration_seconds_count{protocol="http_connect",transport="tcp"}`, "crdplane_http_requests_total"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics has no %s", want)
 		}
 	}
 }

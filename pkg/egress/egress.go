@@ -27,7 +27,7 @@
 // Everything but plain-HTTP HTTPConnect is k8s.io/apiserver's
 // pkg/server/egressselector (dialers, errors, spans, and its
 // apiserver_egress_dialer_* metrics, which go to component-base's legacy
-// registry: crdplane's /metrics does not serve them). An HTTPConnect proxy at an http:// URL is dialled here, with
+// registry: crdplane's /metrics serves it beside its own, pkg/metrics). An HTTPConnect proxy at an http:// URL is dialled here, with
 // upstream's CONNECT exchange and wording, over plain TCP: upstream v0.37
 // validates that configuration and then dereferences its absent tlsConfig
 // (kubernetes/kubernetes#92690, #136470).

@@ -16,10 +16,14 @@ package metrics
 import (
 	"errors"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/component-base/metrics/legacyregistry"
 )
 
 // Namespace prefixes every crdplane metric name.
@@ -46,9 +50,23 @@ func newRegistry() *prometheus.Registry {
 	return r
 }
 
-// Handler serves the registry in the Prometheus exposition formats.
+// Handler serves the registry in the Prometheus exposition formats, and
+// beside it the metrics k8s.io libraries register on component-base's
+// legacy registry (kube-apiserver's own, such as
+// apiserver_egress_dialer_* of the egress selector's dialers), but for
+// its Go runtime and process collectors, which Registry has already.
 func Handler() http.Handler {
-	return promhttp.HandlerFor(Registry, promhttp.HandlerOpts{Registry: Registry})
+	return promhttp.HandlerFor(prometheus.Gatherers{Registry, withoutRuntime{legacyregistry.DefaultGatherer}}, promhttp.HandlerOpts{Registry: Registry})
+}
+
+// withoutRuntime leaves out a gatherer's go_* and process_* families.
+type withoutRuntime struct{ g prometheus.Gatherer }
+
+func (w withoutRuntime) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := w.g.Gather()
+	return slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool {
+		return strings.HasPrefix(mf.GetName(), "go_") || strings.HasPrefix(mf.GetName(), "process_")
+	}), err
 }
 
 // Register registers c on Registry and returns it. When an identical

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	k8smetrics "k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
 )
 
 // runSeq names each test run's metrics apart (the registry is the
@@ -79,5 +82,25 @@ func TestInstrumentHTTP(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("missing %q in\n%s", want, body)
 		}
+	}
+}
+
+// TestHandlerServesLegacyRegistry: the metrics k8s.io libraries register
+// on component-base's legacy registry are served beside crdplane's, its
+// Go runtime and process families once only.
+func TestHandlerServesLegacyRegistry(t *testing.T) {
+	name := fmt.Sprintf("crdplane_test_legacy_%d_total", runSeq.Add(1))
+	c := k8smetrics.NewCounter(&k8smetrics.CounterOpts{Name: name, Help: "a legacy registry counter", StabilityLevel: k8smetrics.ALPHA})
+	legacyregistry.MustRegister(c)
+	c.Inc()
+	body := scrape(t)
+	if !strings.Contains(body, name+" 1") {
+		t.Errorf("the legacy registry's counter is not served:\n%.2000s", body)
+	}
+	if n := strings.Count(body, "# TYPE go_goroutines "); n != 1 {
+		t.Errorf("go_goroutines served %d times", n)
+	}
+	if n := strings.Count(body, "# TYPE process_cpu_seconds_total "); n != 1 {
+		t.Errorf("process_cpu_seconds_total served %d times", n)
 	}
 }
