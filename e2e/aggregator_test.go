@@ -124,7 +124,7 @@ type aggregation struct {
 	proxyCrtPEM, proxyKeyPEM []byte
 	port                     int
 	dir                      string
-	start    func() *wardle
+	start                    func() *wardle
 }
 
 func startAggregation(t *testing.T) *aggregation {
