@@ -122,7 +122,7 @@ func TestRunEgressSelectorGateway(t *testing.T) {
 			_, _ = io.WriteString(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"wardle.example.com/v1alpha1","resources":[{"name":"flunders","singularName":"flunder","namespaced":true,"kind":"Flunder","verbs":["get","list"]}]}`)
 			return
 		}
-		_, _ = fmt.Fprintf(w, `{"path":%q,"user":%q}`, r.URL.Path, r.Header.Get("X-Remote-User"))
+		_, _ = fmt.Fprintf(w, `{"path":%q,"user":%q}`, r.URL.Path, r.Header.Get("X-Remote-User")) //nolint:gosec // G705: a test backend echoing what reached it, as JSON
 	}))
 	cp := egresstest.Start(t, egresstest.Options{Hosts: map[string]string{"tokens.private:443": tokenAddr}})
 	cluster := egresstest.Start(t, egresstest.Options{Hosts: map[string]string{"api.wardle.svc:443": extAddr}})

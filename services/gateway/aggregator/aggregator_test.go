@@ -121,7 +121,6 @@ func newBackend(t *testing.T) *backendServer {
 			_ = rw.Flush()
 			_, _ = io.Copy(conn, rw)
 		case r.URL.Path == "/openapi/v2":
-			etag := `"wardle-` + r.Header.Get("X-Test-Version") + `"`
 			b.mu.Lock()
 			doc := b.openAPIv2
 			b.mu.Unlock()
@@ -129,7 +128,7 @@ func newBackend(t *testing.T) *backendServer {
 				http.NotFound(w, r)
 				return
 			}
-			etag = fmt.Sprintf(`"%x"`, sha256.Sum256([]byte(doc)))
+			etag := fmt.Sprintf(`"%x"`, sha256.Sum256([]byte(doc)))
 			w.Header().Set("Etag", etag)
 			if r.Header.Get("If-None-Match") == etag {
 				w.WriteHeader(http.StatusNotModified)
