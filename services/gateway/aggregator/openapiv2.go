@@ -157,7 +157,11 @@ func (a *Aggregator) serveOpenAPIv2(w http.ResponseWriter, r *http.Request, next
 		merged := &spec.Swagger{}
 		*merged = *local
 		merged.Paths, merged.Definitions, merged.Parameters = nil, nil, nil
-		for _, part := range append([]*spec.Swagger{local}, specsOf(remotes, func(rm remote) *spec.Swagger { return rm.spec })...) {
+		parts := []*spec.Swagger{local}
+		for _, rm := range remotes {
+			parts = append(parts, rm.spec)
+		}
+		for _, part := range parts {
 			// kube-openapi merges the GVK lists of definitions both have
 			// into the destination's extensions, which must exist:
 			// crdplane's own Status and DeleteOptions carry no GVK list,
@@ -185,14 +189,6 @@ func (a *Aggregator) serveOpenAPIv2(w http.ResponseWriter, r *http.Request, next
 	r3 := r.Clone(r.Context())
 	r3.URL.Path = httpx.RequestURL(r).Path
 	m.mux.ServeHTTP(w, r3)
-}
-
-func specsOf[T any](l []T, f func(T) *spec.Swagger) []*spec.Swagger {
-	out := make([]*spec.Swagger, 0, len(l))
-	for _, v := range l {
-		out = append(out, f(v))
-	}
-	return out
 }
 
 // byPriority is kube-aggregator's order of the OpenAPI v2 merge

@@ -77,15 +77,11 @@ func (a *Authorizer) ServeReview(w http.ResponseWriter, r *http.Request, u user.
 	if !ok {
 		return false
 	}
-	if r.Method != http.MethodPost {
-		WriteStatusFor(w, r, kstatus.FromError(apierrors.NewMethodNotSupported(schema.GroupResource{Group: "authorization.k8s.io", Resource: resource}, verbOf(r.Method))))
+	body, ok := readReviewBody(w, r, schema.GroupResource{Group: "authorization.k8s.io", Resource: resource})
+	if !ok {
 		return true
 	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		WriteStatusFor(w, r, kstatus.FromError(apierrors.NewBadRequest(fmt.Sprintf("unable to read request body: %v", err))))
-		return true
-	}
+	var err error
 	var out runtime.Object
 	switch resource {
 	case "selfsubjectaccessreviews":
@@ -118,6 +114,22 @@ var reviewCodecs = func() serializer.CodecFactory {
 	}
 	return serializer.NewCodecFactory(scheme)
 }()
+
+// readReviewBody reads the body of a review's create, the only verb a
+// review (of resource gr) has: another is upstream's 405, a body that
+// cannot be read its 400, each answered here (ok false).
+func readReviewBody(w http.ResponseWriter, r *http.Request, gr schema.GroupResource) (body []byte, ok bool) {
+	if r.Method != http.MethodPost {
+		WriteStatusFor(w, r, kstatus.FromError(apierrors.NewMethodNotSupported(gr, verbOf(r.Method))))
+		return nil, false
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		WriteStatusFor(w, r, kstatus.FromError(apierrors.NewBadRequest(fmt.Sprintf("unable to read request body: %v", err))))
+		return nil, false
+	}
+	return body, true
+}
 
 // decodeReview decodes a review's body in any of the codecs' encodings.
 func decodeReview(body []byte, into runtime.Object) error {

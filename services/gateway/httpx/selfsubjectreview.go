@@ -1,8 +1,6 @@
 package httpx
 
 import (
-	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -32,13 +30,8 @@ func ServeSelfSubjectReview(w http.ResponseWriter, r *http.Request, u user.Info)
 	if r.URL.Path != selfSubjectReviewPath {
 		return false
 	}
-	if r.Method != http.MethodPost {
-		WriteStatusFor(w, r, kstatus.FromError(apierrors.NewMethodNotSupported(schema.GroupResource{Group: "authentication.k8s.io", Resource: "selfsubjectreviews"}, verbOf(r.Method))))
-		return true
-	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		WriteStatusFor(w, r, kstatus.FromError(apierrors.NewBadRequest(fmt.Sprintf("unable to read request body: %v", err))))
+	body, ok := readReviewBody(w, r, schema.GroupResource{Group: "authentication.k8s.io", Resource: "selfsubjectreviews"})
+	if !ok {
 		return true
 	}
 	if err := decodeReview(body, &authenticationv1.SelfSubjectReview{}); err != nil {

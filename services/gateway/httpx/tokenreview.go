@@ -2,8 +2,6 @@ package httpx
 
 import (
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -34,13 +32,8 @@ func (a *Authenticator) ServeTokenReview(w http.ResponseWriter, r *http.Request)
 	if r.URL.Path != tokenReviewPath {
 		return false
 	}
-	if r.Method != http.MethodPost {
-		WriteStatusFor(w, r, kstatus.FromError(apierrors.NewMethodNotSupported(schema.GroupResource{Group: "authentication.k8s.io", Resource: "tokenreviews"}, verbOf(r.Method))))
-		return true
-	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		WriteStatusFor(w, r, kstatus.FromError(apierrors.NewBadRequest(fmt.Sprintf("unable to read request body: %v", err))))
+	body, ok := readReviewBody(w, r, schema.GroupResource{Group: "authentication.k8s.io", Resource: "tokenreviews"})
+	if !ok {
 		return true
 	}
 	review := &authenticationv1.TokenReview{}
