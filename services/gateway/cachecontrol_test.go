@@ -66,3 +66,45 @@ func TestCacheControl(t *testing.T) {
 	resp, _ = g.do(http.MethodGet, "/openapi/v3/apis/apiextensions.k8s.io/v1", nil)
 	one(resp, "no-cache, private", "OpenAPI v3 without a hash")
 }
+
+// TestOpenAPINotModified: the OpenAPI documents answer If-None-Match as
+// upstream's ServeContent does: 304 without a body or Content-Type, with
+// the ETag and Cache-Control, for the document's own ETag (weak or in a
+// list) and for "*"; 200 with the document for another ETag.
+func TestOpenAPINotModified(t *testing.T) {
+	g := newTestGateway(t)
+	for _, path := range []string{"/openapi/v3", "/openapi/v3/apis/apiextensions.k8s.io/v1", "/openapi/v2"} {
+		resp, body := g.do(http.MethodGet, path, nil)
+		etag := resp.Header.Get("Etag")
+		if resp.StatusCode != http.StatusOK || etag == "" || len(body) == 0 {
+			t.Fatalf("GET %s: %d, ETag %q, %d bytes", path, resp.StatusCode, etag, len(body))
+		}
+		for _, tc := range []struct {
+			inm  string
+			want int
+		}{
+			{etag, http.StatusNotModified},
+			{"W/" + etag, http.StatusNotModified},
+			{`"other", ` + etag, http.StatusNotModified},
+			{"*", http.StatusNotModified},
+			{`"other"`, http.StatusOK},
+		} {
+			resp, got := g.do(http.MethodGet, path, nil, "If-None-Match", tc.inm)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("GET %s, If-None-Match %s: %d, want %d", path, tc.inm, resp.StatusCode, tc.want)
+			}
+			if resp.Header.Get("Etag") != etag {
+				t.Fatalf("GET %s, If-None-Match %s: ETag %q, want %q", path, tc.inm, resp.Header.Get("Etag"), etag)
+			}
+			if tc.want == http.StatusOK {
+				if string(got) != string(body) {
+					t.Fatalf("GET %s, If-None-Match %s: another body", path, tc.inm)
+				}
+				continue
+			}
+			if len(got) != 0 || resp.Header.Get("Content-Type") != "" || resp.Header.Get("Cache-Control") != "no-cache, private" {
+				t.Fatalf("GET %s, If-None-Match %s: 304 with %d bytes, Content-Type %q, Cache-Control %q", path, tc.inm, len(got), resp.Header.Get("Content-Type"), resp.Header.Get("Cache-Control"))
+			}
+		}
+	}
+}

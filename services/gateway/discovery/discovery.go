@@ -205,10 +205,37 @@ func (s *Server) GetOpenAPI(ctx context.Context, req *gatewayv1.GetOpenAPIReques
 	} else {
 		headers = append(headers, httpx.MDCacheControl, "no-cache, private")
 	}
+	if inm := metadata.ValueFromIncomingContext(ctx, "if-none-match"); len(inm) > 0 && noneMatchFails(inm, resp.GetEtag()) {
+		// upstream serves the documents with net/http's ServeContent:
+		// a client that has the document gets a 304 with the ETag and
+		// Cache-Control but no Content-Type
+		headers = append(headers, httpx.MDNoContentType, "1")
+		_ = grpc.SetHeader(ctx, metadata.Pairs(headers...))
+		httpx.SetHTTPCode(ctx, http.StatusNotModified)
+		return &httpbody.HttpBody{}, nil
+	}
 	_ = grpc.SetHeader(ctx, metadata.Pairs(headers...))
 	ct := resp.GetContentType()
 	if ct == "" {
 		ct = httpx.ContentTypeJSON
 	}
 	return &httpbody.HttpBody{ContentType: ct, Data: resp.GetBody()}, nil
+}
+
+// noneMatchFails reports whether If-None-Match (every value the client
+// sent, each a comma-separated list) names etag or is "*", comparing
+// entity tags weakly (W/ ignored), as net/http's ServeContent does.
+func noneMatchFails(values []string, etag string) bool {
+	for _, v := range values {
+		for _, tag := range strings.Split(v, ",") {
+			tag = strings.TrimSpace(tag)
+			if tag == "*" {
+				return true
+			}
+			if etag != "" && strings.TrimPrefix(tag, "W/") == strings.TrimPrefix(etag, "W/") {
+				return true
+			}
+		}
+	}
+	return false
 }

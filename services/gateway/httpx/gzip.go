@@ -212,7 +212,8 @@ func openAPIHeaders(w http.ResponseWriter, r *http.Request) (http.ResponseWriter
 
 // varyAcceptWriter adds Vary: Accept to a response with a Content-Type (a
 // document; the empty answer for a group version not served has none, as
-// upstream's, which writes nothing there).
+// upstream's, which writes nothing there) and to a 304 (a document the
+// client has: no Content-Type, as ServeContent's).
 type varyAcceptWriter struct {
 	http.ResponseWriter
 	done bool
@@ -221,7 +222,7 @@ type varyAcceptWriter struct {
 func (w *varyAcceptWriter) WriteHeader(code int) {
 	if !w.done {
 		w.done = true
-		if w.Header().Get("Content-Type") != "" {
+		if w.Header().Get("Content-Type") != "" || code == http.StatusNotModified {
 			w.Header().Add("Vary", "Accept")
 		}
 	}
