@@ -23,6 +23,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	generated "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
+	builderutil "k8s.io/kube-openapi/pkg/builder3/util"
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
@@ -75,7 +76,7 @@ func New() *Builder { return NewWithCache(DefaultDocumentCacheBytes) }
 // rendered again, identical, when asked for.
 func NewWithCache(cacheBytes int) *Builder {
 	return &Builder{crds: map[string]*CRD{}, gvs: map[string]*gvState{}, v3: map[string]*v3GV{},
-		apiext: render(apiextensionsDocument()), builtin: builtinDocuments(), bodies: newBodyCache(cacheBytes)}
+		apiext: &Document{Body: v133APIExtensionsV1, Hash: hash(v133APIExtensionsV1)}, builtin: builtinDocuments(), bodies: newBodyCache(cacheBytes)}
 }
 
 // builtinDocuments are rendered once per process: they never change.
@@ -394,6 +395,10 @@ func definitions() map[string]common.OpenAPIDefinition {
 		})
 		defs = make(map[string]common.OpenAPIDefinition, len(raw))
 		for k, v := range raw {
+			// as kube-openapi's v3 builder puts a definition into
+			// components: a $ref with siblings (a default, a
+			// description) wrapped in allOf
+			v.Schema = *builderutil.WrapRefs(&v.Schema)
 			defs[friendlyName(k)] = v
 		}
 	})

@@ -30,6 +30,11 @@ var (
 	v133CoreJSON []byte
 	//go:embed v133_rbac.json
 	v133RBACJSON []byte
+	// v133APIExtensionsV1 is apis/apiextensions.k8s.io/v1 (the CRD API's
+	// routes and v1.33's models) as upstream v1.33 serves it, byte for
+	// byte, recorded by hack/record-apiextensions-openapi.sh.
+	//go:embed v133_apiextensions_v1.json
+	v133APIExtensionsV1 []byte
 )
 
 // builtinGroup is one built-in group-version: its resources as

@@ -279,6 +279,16 @@ func newDocument(title string) (map[string]any, map[string]any, map[string]any) 
 	for _, n := range []string{objectMeta, listMeta, statusRef, deleteOpts, patchRef} {
 		addSchemaClosure(schemas, n)
 	}
+	// worded as v1.33's (the library's models are newer: v3.go)
+	v133Schemas()
+	for name := range schemas {
+		if b, ok := v133Rendered[name]; ok {
+			schemas[name] = b
+		}
+	}
+	for _, name := range v137Only {
+		delete(schemas, name)
+	}
 	return doc, paths, schemas
 }
 
@@ -304,23 +314,4 @@ func tagName(group, version string) string {
 
 func gvkExt(r resource, kind string) []map[string]string {
 	return []map[string]string{{"group": r.group, "kind": kind, "version": r.version}}
-}
-
-// apiextensionsDocument renders apis/apiextensions.k8s.io/v1.
-func apiextensionsDocument() map[string]any {
-	doc, paths, schemas := newDocument("Kubernetes")
-	r := resource{
-		group: "apiextensions.k8s.io", version: "v1", kind: "CustomResourceDefinition", plural: "customresourcedefinitions",
-		schemaName: crdTypeName, listSchemaName: crdTypeName + "List", status: true, tag: "apiextensions_v1",
-	}
-	r.addPaths(paths)
-	addSchemaClosure(schemas, crdTypeName)
-	addSchemaClosure(schemas, crdTypeName+"List")
-	for _, n := range []string{crdTypeName, crdTypeName + "List"} {
-		s := copySchema(definitions()[n].Schema)
-		kind := strings.TrimPrefix(n, "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.")
-		s.AddExtension("x-kubernetes-group-version-kind", gvkExt(r, kind))
-		schemas[n] = s
-	}
-	return doc
 }
