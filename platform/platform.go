@@ -200,7 +200,7 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 	if err != nil {
 		return nil, err
 	}
-	proc := &modules.Process{Cfg: mc}
+	proc := &modules.Process{Cfg: mc, ShareCRDs: true}
 	for _, m := range order {
 		svc, err := m.Build(runCtx, proc)
 		if err != nil {

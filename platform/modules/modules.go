@@ -28,6 +28,7 @@ import (
 	"strings"
 
 	"github.com/crdplane/crdplane/pkg/app"
+	"github.com/crdplane/crdplane/pkg/crdcache"
 	"github.com/crdplane/crdplane/services/converter"
 	"github.com/crdplane/crdplane/services/gateway"
 	"github.com/crdplane/crdplane/services/registry"
@@ -137,8 +138,15 @@ var Modules = Table{
 		registerFlags: func(c *Config, fs *flag.FlagSet) { c.Validator.RegisterFlags(fs) },
 		validate:      func(c *Config) error { return c.Validator.Validate() },
 		build: func(ctx context.Context, p *Process) (app.Service, error) {
-			s, err := validator.New(ctx, p.Cfg.Validator)
+			cfg := p.Cfg.Validator
+			if p.CRDs != nil && cfg.RegistryAddr != "" {
+				cfg.RegistryAddr, cfg.Source = "", validator.NewCacheSource(p.CRDs, cfg.CRDWaitTimeout)
+			}
+			s, err := validator.New(ctx, cfg)
 			p.Validator = s
+			if err == nil {
+				p.shareCRDs(s.CRDs())
+			}
 			return s, err
 		},
 	},
@@ -152,8 +160,13 @@ var Modules = Table{
 		registerFlags: func(c *Config, fs *flag.FlagSet) { c.Converter.RegisterFlags(fs) },
 		validate:      func(c *Config) error { return c.Converter.Validate() },
 		build: func(ctx context.Context, p *Process) (app.Service, error) {
-			s, err := converter.New(ctx, p.Cfg.Converter)
+			cfg := p.Cfg.Converter
+			cfg.CRDs = p.CRDs
+			s, err := converter.New(ctx, cfg)
 			p.Converter = s
+			if err == nil {
+				p.shareCRDs(s.CRDs())
+			}
 			return s, err
 		},
 	},
@@ -174,8 +187,13 @@ var Modules = Table{
 		registerFlags: func(c *Config, fs *flag.FlagSet) { c.Gateway.RegisterFlags(fs) },
 		validate:      func(c *Config) error { return c.Gateway.Validate() },
 		build: func(ctx context.Context, p *Process) (app.Service, error) {
-			s, err := gateway.New(ctx, p.Cfg.Gateway)
+			cfg := p.Cfg.Gateway
+			cfg.CRDs = p.CRDs
+			s, err := gateway.New(ctx, cfg)
 			p.Gateway = s
+			if err == nil {
+				p.shareCRDs(s.CRDs())
+			}
 			return s, err
 		},
 	},
@@ -363,4 +381,23 @@ type Process struct {
 	Validator *validator.Service
 	Converter *converter.Service
 	Gateway   *gateway.Service
+
+	// ShareCRDs: the validator, converter and gateway of this process
+	// follow one CRD cache, the first one's (one registry watch and one
+	// decoded copy of each CRD instead of three). Its owner, built first,
+	// is closed last (services close in the reverse of their build
+	// order); the others only read it and add change handlers, which see
+	// the changes from then on (theirs only invalidate caches that start
+	// empty).
+	ShareCRDs bool
+	// CRDs is the cache shared so far (nil before the first of them).
+	CRDs *crdcache.Cache
+}
+
+// shareCRDs offers a built service's CRD cache to the services built after
+// it.
+func (p *Process) shareCRDs(c *crdcache.Cache) {
+	if p.ShareCRDs && p.CRDs == nil {
+		p.CRDs = c
+	}
 }

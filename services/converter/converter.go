@@ -37,6 +37,10 @@ type Config struct {
 	// Webhook configures webhook conversion (timeouts, coalescing,
 	// chunking, service endpoints).
 	Webhook webhook.Config
+	// CRDs, when set, is a CRD cache shared with other services of the
+	// process, run by its owner: the converter follows it instead of
+	// watching the registry itself (RegistryAddr is then not dialed).
+	CRDs *crdcache.Cache
 }
 
 // RegisterFlags adds the service's flags to fs.
@@ -71,7 +75,7 @@ type Service struct {
 
 // New dials the registry and starts following its CRD watch.
 func New(ctx context.Context, cfg Config) (*Service, error) {
-	if cfg.RegistryAddr == "" {
+	if cfg.RegistryAddr == "" && cfg.CRDs == nil {
 		return nil, errors.New("converter: registry address is required")
 	}
 	if cfg.CRDWait <= 0 {
@@ -80,18 +84,24 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err := cfg.Webhook.LoadEgress(); err != nil {
 		return nil, fmt.Errorf("converter: --egress-selector-config-file: %w", err)
 	}
-	conn, err := grpcx.Dial(cfg.RegistryAddr)
-	if err != nil {
-		return nil, fmt.Errorf("converter: %w", err)
-	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Service{
 		cfg:     cfg,
-		conn:    conn,
-		crds:    crdcache.New(registryv1.NewRegistryServiceClient(conn), slog.Default().With("service", "converter")),
+		crds:    cfg.CRDs,
 		webhook: webhook.New(cfg.Webhook),
 		rules:   NewRuleCache(),
 		cancel:  cancel,
+	}
+	own := s.crds == nil
+	if own {
+		conn, err := grpcx.Dial(cfg.RegistryAddr)
+		if err != nil {
+			cancel()
+			s.webhook.Close()
+			return nil, fmt.Errorf("converter: %w", err)
+		}
+		s.conn = conn
+		s.crds = crdcache.New(registryv1.NewRegistryServiceClient(conn), slog.Default().With("service", "converter"))
 	}
 	s.crds.OnChange(func(old, new *crdcache.CRD) {
 		if new == nil && old != nil {
@@ -99,9 +109,14 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			s.rules.Forget(string(old.UID))
 		}
 	})
-	go s.crds.Run(ctx)
+	if own {
+		go s.crds.Run(ctx)
+	}
 	return s, nil
 }
+
+// CRDs is the CRD cache the converter follows (for a process to share).
+func (s *Service) CRDs() *crdcache.Cache { return s.crds }
 
 // Register adds the ConverterService to srv.
 func (s *Service) Register(srv grpc.ServiceRegistrar) {
@@ -120,6 +135,9 @@ func (s *Service) Ready() error {
 func (s *Service) Close() error {
 	s.cancel()
 	s.webhook.Close()
+	if s.conn == nil {
+		return nil
+	}
 	return s.conn.Close()
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/crdplane/crdplane/pkg/budgetcache"
+	"github.com/crdplane/crdplane/pkg/crdcache"
 	"github.com/crdplane/crdplane/pkg/egress"
 	"github.com/crdplane/crdplane/services/gateway/httpx"
 )
@@ -61,6 +62,10 @@ type Config struct {
 	// not know yet waits for the cache when the registry has the CRD
 	// (default 5s).
 	CRDWait time.Duration
+	// CRDs, when set, is a CRD cache shared with other services of the
+	// process, run by its owner; nil: the gateway follows the registry's
+	// CRD watch with a cache of its own.
+	CRDs *crdcache.Cache
 	// EnableNamespaceLifecycle turns on kube-apiserver's NamespaceLifecycle
 	// admission: creates of custom resources in a namespace that does not
 	// exist (404) or is being deleted (403) are refused, and the default,

@@ -50,6 +50,8 @@ type Service struct {
 	conns  []grpcx.Conn
 	probes []*grpcx.Probe // storage and registry: readiness
 	crds   *crdcache.Cache
+	// ownCRDs: crds is the gateway's own, run by it (not Config.CRDs)
+	ownCRDs bool
 	// rbacCache is the RBAC policy; rbacMode: the RBAC authorizer is
 	// configured (readiness waits for the cache).
 	rbacCache *rbacauthz.Cache
@@ -163,7 +165,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	// Readiness follows the services every request needs.
 	s.probes = []*grpcx.Probe{grpcx.NewProbe("storage", stoConn), grpcx.NewProbe("registry", regConn)}
 	registry := registryv1.NewRegistryServiceClient(regConn)
-	s.crds = crdcache.New(registry, log)
+	if s.crds = cfg.CRDs; s.crds == nil {
+		s.crds, s.ownCRDs = crdcache.New(registry, log), true
+	}
 	apiRegClient := registryv1.NewAPIRegistrationServiceClient(regConn)
 	if s.aggregator, err = newAggregator(cfg.Auth.Aggregation, cfg.egressDial(egress.Cluster), apiRegClient, log); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -237,7 +241,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		authn.Run(bg)
 
 		wg.Go(func() { s.aggregator.Run(bg) })
-		s.crds.Run(bg)
+		if s.ownCRDs {
+			s.crds.Run(bg)
+		}
 		wg.Wait()
 	}()
 	ok = true
@@ -487,3 +493,6 @@ func newAggregator(cfg Aggregation, dial func(ctx context.Context, network, addr
 	}
 	return aggregator.New(ac), nil
 }
+
+// CRDs is the CRD cache the gateway follows (for a process to share).
+func (s *Service) CRDs() *crdcache.Cache { return s.crds }

@@ -120,6 +120,8 @@ type Service struct {
 
 	converter     converterv1.ConverterServiceClient // nil: none configured
 	converterConn grpcx.Conn
+
+	crds *crdcache.Cache // the cache it follows and runs (RegistryAddr), or nil
 }
 
 // New builds the validator. With RegistryAddr it starts following the
@@ -201,10 +203,15 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			cache.Run(runCtx)
 		}()
 		s.src = NewCacheSource(cache, cfg.CRDWaitTimeout)
+		s.crds = cache
 	}
 	ok = true
 	return s, nil
 }
+
+// CRDs is the CRD cache the validator follows and runs when it watches the
+// registry itself (RegistryAddr), for a process to share; nil otherwise.
+func (s *Service) CRDs() *crdcache.Cache { return s.crds }
 
 // Register adds the ValidatorService to srv.
 func (s *Service) Register(srv grpc.ServiceRegistrar) {
