@@ -23,7 +23,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -552,8 +551,7 @@ func startKubeAPIServer(t *testing.T, cfg kubeAPIServer) string {
 	etcdURL := startEmbeddedEtcd(t, filepath.Join(cfg.dir, "front-etcd"))
 	port := freeTCPPort(t)
 	url := fmt.Sprintf("https://127.0.0.1:%d", port)
-	logs := &syncBuffer{}
-	cmd := exec.Command(kas, append([]string{
+	_, logs, done := runProcess(t, "kube-apiserver", kas, 30*time.Second, append([]string{
 		"--etcd-servers", etcdURL,
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
 		"--advertise-address", "127.0.0.1", "--endpoint-reconciler-type", "none",
@@ -566,24 +564,6 @@ func startKubeAPIServer(t *testing.T, cfg kubeAPIServer) string {
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
 	}, cfg.extra...)...)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("kube-apiserver logs:\n%s", tail(logs.String(), 6000))
-		}
-	})
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(cfg.servingCert)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: 5 * time.Second}

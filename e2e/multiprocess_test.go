@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"bytes"
-
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -48,28 +45,9 @@ func freeAddr(t *testing.T) string {
 }
 
 // startProcess runs one service binary until the test ends.
-func startProcess(t *testing.T, name string, args ...string) *bytes.Buffer {
+func startProcess(t *testing.T, name string, args ...string) *syncBuffer {
 	t.Helper()
-	logs := &bytes.Buffer{}
-	cmd := exec.Command(serviceBinary(t, name), args...)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("%s logs:\n%s", name, tail(logs.String(), 4000))
-		}
-	})
+	_, logs, _ := runProcess(t, name, serviceBinary(t, name), 15*time.Second, args...)
 	return logs
 }
 

@@ -329,27 +329,36 @@ func (b *syncBuffer) String() string {
 // startKillable runs a service binary that the test may kill.
 func startKillable(t *testing.T, name string, args ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
-	logs := &syncBuffer{}
-	cmd := exec.Command(serviceBinary(t, name), args...)
+	cmd, logs, _ := runProcess(t, name, serviceBinary(t, name), 15*time.Second, args...)
+	return cmd, logs
+}
+
+// runProcess runs binary with args until t ends: then SIGTERM, and
+// SIGKILL if it has not exited within grace; a failed test logs the tail
+// of its output. done is closed when it exits.
+func runProcess(t *testing.T, name, binary string, grace time.Duration, args ...string) (cmd *exec.Cmd, logs *syncBuffer, done <-chan struct{}) {
+	t.Helper()
+	logs = &syncBuffer{}
+	cmd = exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
+		case <-exited:
+		case <-time.After(grace):
 			_ = cmd.Process.Kill()
-			<-done
+			<-exited
 		}
 		if t.Failed() {
-			t.Logf("%s logs:\n%s", name, tail(logs.String(), 4000))
+			t.Logf("%s logs:\n%s", name, tail(logs.String(), 6000))
 		}
 	})
-	return cmd, logs
+	return cmd, logs, exited
 }
 
 func waitLog(t *testing.T, logs *syncBuffer, what string, d time.Duration) {
