@@ -161,19 +161,15 @@ func finalizerRelevantChange(old, crd *CRD) bool {
 // standalone apiextensions-apiserver is named after its binary).
 const controllerManager = "kube-apiserver"
 
-// withStatusOf is crd with cur's status (a copy).
-func withStatusOf(crd, cur *CRD) *CRD {
-	out := crd.DeepCopy()
-	out.Status = *cur.Status.DeepCopy()
-	return out
-}
-
 // writeStatus stores crd (a modified copy of the informer's cur) with
 // compare-and-swap, when it differs from cur, and records the result in
 // the informer. A lost race is
 // not an error: the winner's change brings the CRD back to the queue.
 func (c *controllers) writeStatus(ctx context.Context, crd, cur *CRD) error {
-	if semanticEqual(crd, cur) {
+	// Semantic equality of the whole CRD, in parts: the spec (its
+	// schemas, most of a CRD) is compared once for both questions.
+	statusOnly := crd.TypeMeta == cur.TypeMeta && semanticEqual(crd.Spec, cur.Spec) && semanticEqual(crd.ObjectMeta, cur.ObjectMeta)
+	if statusOnly && semanticEqual(crd.Status, cur.Status) {
 		// as upstream's storage, an update that changes nothing writes
 		// nothing (and so triggers no further sync)
 		return nil
@@ -182,7 +178,7 @@ func (c *controllers) writeStatus(ctx context.Context, crd, cur *CRD) error {
 	// write through the loopback client: kube-apiserver's manager, on
 	// the status subresource when only the status changed.
 	sub := "status"
-	if !semanticEqual(withStatusOf(crd, cur), cur) {
+	if !statusOnly {
 		sub = ""
 	}
 	tracked, err := trackUpdate(cur, crd, sub, controllerManager)
