@@ -161,15 +161,22 @@ func finalizerRelevantChange(old, crd *CRD) bool {
 // standalone apiextensions-apiserver is named after its binary).
 const controllerManager = "kube-apiserver"
 
+// compareWrite reports whether crd differs from cur at most in its status,
+// and whether it does not differ at all (semantic equality, as the whole
+// CRD's, in parts: the spec, its schemas and most of a CRD, is compared
+// once for both questions).
+func compareWrite(crd, cur *CRD) (statusOnly, unchanged bool) {
+	statusOnly = crd.TypeMeta == cur.TypeMeta && semanticEqual(crd.Spec, cur.Spec) && semanticEqual(crd.ObjectMeta, cur.ObjectMeta)
+	return statusOnly, statusOnly && semanticEqual(crd.Status, cur.Status)
+}
+
 // writeStatus stores crd (a modified copy of the informer's cur) with
 // compare-and-swap, when it differs from cur, and records the result in
 // the informer. A lost race is
 // not an error: the winner's change brings the CRD back to the queue.
 func (c *controllers) writeStatus(ctx context.Context, crd, cur *CRD) error {
-	// Semantic equality of the whole CRD, in parts: the spec (its
-	// schemas, most of a CRD) is compared once for both questions.
-	statusOnly := crd.TypeMeta == cur.TypeMeta && semanticEqual(crd.Spec, cur.Spec) && semanticEqual(crd.ObjectMeta, cur.ObjectMeta)
-	if statusOnly && semanticEqual(crd.Status, cur.Status) {
+	statusOnly, unchanged := compareWrite(crd, cur)
+	if unchanged {
 		// as upstream's storage, an update that changes nothing writes
 		// nothing (and so triggers no further sync)
 		return nil
