@@ -47,7 +47,7 @@ func freeAddr(t *testing.T) string {
 // startProcess runs one service binary until the test ends.
 func startProcess(t *testing.T, name string, args ...string) *syncBuffer {
 	t.Helper()
-	_, logs, _ := runProcess(t, name, serviceBinary(t, name), 15*time.Second, args...)
+	_, logs := startKillable(t, name, args...)
 	return logs
 }
 

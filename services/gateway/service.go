@@ -48,10 +48,8 @@ type Service struct {
 	log *slog.Logger
 
 	conns  []grpcx.Conn
-	probes []*grpcx.Probe // storage and registry: readiness
-	crds   *crdcache.Cache
-	// ownCRDs: crds is the gateway's own, run by it (not Config.CRDs)
-	ownCRDs bool
+	probes []*grpcx.Probe  // storage and registry: readiness
+	crds   *crdcache.Cache // Config.CRDs, or the gateway's own (run by it)
 	// rbacCache is the RBAC policy; rbacMode: the RBAC authorizer is
 	// configured (readiness waits for the cache).
 	rbacCache *rbacauthz.Cache
@@ -166,7 +164,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s.probes = []*grpcx.Probe{grpcx.NewProbe("storage", stoConn), grpcx.NewProbe("registry", regConn)}
 	registry := registryv1.NewRegistryServiceClient(regConn)
 	if s.crds = cfg.CRDs; s.crds == nil {
-		s.crds, s.ownCRDs = crdcache.New(registry, log), true
+		s.crds = crdcache.New(registry, log)
 	}
 	apiRegClient := registryv1.NewAPIRegistrationServiceClient(regConn)
 	if s.aggregator, err = newAggregator(cfg.Auth.Aggregation, cfg.egressDial(egress.Cluster), apiRegClient, log); err != nil {
@@ -241,7 +239,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		authn.Run(bg)
 
 		wg.Go(func() { s.aggregator.Run(bg) })
-		if s.ownCRDs {
+		if cfg.CRDs == nil {
 			s.crds.Run(bg)
 		}
 		wg.Wait()

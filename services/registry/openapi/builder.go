@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,7 +24,6 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	generated "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
-	builderutil "k8s.io/kube-openapi/pkg/builder3/util"
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
@@ -395,10 +395,6 @@ func definitions() map[string]common.OpenAPIDefinition {
 		})
 		defs = make(map[string]common.OpenAPIDefinition, len(raw))
 		for k, v := range raw {
-			// as kube-openapi's v3 builder puts a definition into
-			// components: a $ref with siblings (a default, a
-			// description) wrapped in allOf
-			v.Schema = *builderutil.WrapRefs(&v.Schema)
 			defs[friendlyName(k)] = v
 		}
 	})
@@ -420,16 +416,23 @@ func friendlyName(name string) string {
 }
 
 // addSchemaClosure puts the named definition and everything it refers to
-// into schemas (rendered once: upstream's definitions do not change).
+// into schemas (rendered once: upstream's definitions do not change),
+// worded as v1.33's where v133_components.json has it and without the
+// schemas v1.33 does not have (the library's models are newer: v3.go).
 func addSchemaClosure(schemas map[string]any, name string) {
-	if _, ok := schemas[name]; ok {
+	if _, ok := schemas[name]; ok || slices.Contains(v137Only, name) {
 		return
 	}
 	def, ok := definitions()[name]
 	if !ok {
 		return
 	}
-	schemas[name] = renderedDefinition(name, def.Schema)
+	v133Schemas()
+	if b, ok := v133Rendered[name]; ok {
+		schemas[name] = b
+	} else {
+		schemas[name] = renderedDefinition(name, def.Schema)
+	}
 	for _, dep := range def.Dependencies {
 		addSchemaClosure(schemas, friendlyName(dep))
 	}

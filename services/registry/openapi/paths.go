@@ -279,16 +279,6 @@ func newDocument(title string) (map[string]any, map[string]any, map[string]any) 
 	for _, n := range []string{objectMeta, listMeta, statusRef, deleteOpts, patchRef} {
 		addSchemaClosure(schemas, n)
 	}
-	// worded as v1.33's (the library's models are newer: v3.go)
-	v133Schemas()
-	for name := range schemas {
-		if b, ok := v133Rendered[name]; ok {
-			schemas[name] = b
-		}
-	}
-	for _, name := range v137Only {
-		delete(schemas, name)
-	}
 	return doc, paths, schemas
 }
 
