@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCacheControl: every answer carries kube-apiserver's one
@@ -105,6 +108,81 @@ func TestOpenAPINotModified(t *testing.T) {
 			if len(got) != 0 || resp.Header.Get("Content-Type") != "" || resp.Header.Get("Cache-Control") != "no-cache, private" {
 				t.Fatalf("GET %s, If-None-Match %s: 304 with %d bytes, Content-Type %q, Cache-Control %q", path, tc.inm, len(got), resp.Header.Get("Content-Type"), resp.Header.Get("Cache-Control"))
 			}
+		}
+	}
+}
+
+// TestOpenAPIAtHash: a v3 document asked for at its hash (the index's
+// serverRelativeURL) may be cached forever; at a stale hash it is
+// redirected to the current one, as upstream's handler does.
+func TestOpenAPIAtHash(t *testing.T) {
+	g := newTestGateway(t)
+	const path = "/openapi/v3/apis/apiextensions.k8s.io/v1"
+	resp, body := g.do(http.MethodGet, path, nil)
+	etag := resp.Header.Get("Etag")
+	if resp.StatusCode != http.StatusOK || len(etag) < 3 {
+		t.Fatalf("GET %s: %d, ETag %q", path, resp.StatusCode, etag)
+	}
+	hash := strings.Trim(etag, `"`)
+	noFollow := *g.srv.Client()
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	get := func(p string, header ...string) (*http.Response, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, g.srv.URL+p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, data
+	}
+
+	resp, got := get(path + "?hash=" + hash)
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(got, body) {
+		t.Fatalf("at its hash: %d, %d bytes (want 200, %d)", resp.StatusCode, len(got), len(body))
+	}
+	if cc := resp.Header.Get("Cache-Control"); cc != "public, immutable" {
+		t.Fatalf("at its hash: Cache-Control %q", cc)
+	}
+	if vary := resp.Header.Get("Vary"); vary != "Accept" {
+		t.Fatalf("at its hash: Vary %q", vary)
+	}
+	exp, err := time.Parse(time.RFC1123, resp.Header.Get("Expires"))
+	if err != nil || exp.Before(time.Now().AddDate(0, 11, 0)) {
+		t.Fatalf("at its hash: Expires %q (%v), want a year from now", resp.Header.Get("Expires"), err)
+	}
+
+	resp, _ = get(path+"?hash="+hash, "If-None-Match", etag)
+	if resp.StatusCode != http.StatusNotModified || resp.Header.Get("Cache-Control") != "public, immutable" || resp.Header.Get("Expires") == "" {
+		t.Fatalf("at its hash, If-None-Match: %d, Cache-Control %q, Expires %q", resp.StatusCode, resp.Header.Get("Cache-Control"), resp.Header.Get("Expires"))
+	}
+
+	for _, stale := range []string{"0123", strings.ToLower(hash)} {
+		resp, got = get(path+"?hash="+stale, "If-None-Match", etag)
+		want := path + "?hash=" + hash
+		if resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != want || len(got) != 0 {
+			t.Fatalf("at hash %s: %d, Location %q, %d bytes (want 301 to %s, no body)", stale, resp.StatusCode, resp.Header.Get("Location"), len(got), want)
+		}
+		if resp.Header.Get("Etag") != etag || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("at hash %s: ETag %q, Content-Type %q", stale, resp.Header.Get("Etag"), resp.Header.Get("Content-Type"))
+		}
+	}
+
+	// the index and /openapi/v2 do not look at a hash
+	for _, p := range []string{"/openapi/v3?hash=0123", "/openapi/v2?hash=0123"} {
+		if resp, _ := get(p); resp.StatusCode != http.StatusOK || resp.Header.Get("Cache-Control") == "public, immutable" {
+			t.Fatalf("GET %s: %d, Cache-Control %q", p, resp.StatusCode, resp.Header.Get("Cache-Control"))
 		}
 	}
 }

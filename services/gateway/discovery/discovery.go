@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
+	"time"
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
 	"google.golang.org/grpc"
@@ -200,9 +202,24 @@ func (s *Server) GetOpenAPI(ctx context.Context, req *gatewayv1.GetOpenAPIReques
 		return &httpbody.HttpBody{}, nil
 	}
 	headers := []string{httpx.MDETag, resp.GetEtag()}
-	if req.GetHash() != "" && `"`+req.GetHash()+`"` == resp.GetEtag() {
-		headers = append(headers, httpx.MDCacheControl, "public, immutable")
-	} else {
+	switch hashed := req.GetHash() != "" && req.GetVersion() == "v3" && req.GetPath() != ""; {
+	case hashed && `"`+req.GetHash()+`"` != resp.GetEtag():
+		// a stale hash: upstream's handler redirects (301) to the
+		// document's current one, with the ETag and Content-Type it had
+		// set, and no body
+		headers = append(headers, httpx.MDLocation, openAPIURL(req.GetPath(), strings.Trim(resp.GetEtag(), `"`)))
+		_ = grpc.SetHeader(ctx, metadata.Pairs(headers...))
+		httpx.SetHTTPCode(ctx, http.StatusMovedPermanently)
+		ct := resp.GetContentType()
+		if ct == "" {
+			ct = httpx.ContentTypeJSON
+		}
+		return &httpbody.HttpBody{ContentType: ct}, nil
+	case hashed:
+		// cacheable forever: upstream adds Expires, a year from now
+		headers = append(headers, httpx.MDCacheControl, "public, immutable",
+			httpx.MDExpires, time.Now().AddDate(1, 0, 0).Format(time.RFC1123))
+	default:
 		headers = append(headers, httpx.MDCacheControl, "no-cache, private")
 	}
 	if inm := metadata.ValueFromIncomingContext(ctx, "if-none-match"); len(inm) > 0 && noneMatchFails(inm, resp.GetEtag()) {
@@ -220,6 +237,13 @@ func (s *Server) GetOpenAPI(ctx context.Context, req *gatewayv1.GetOpenAPIReques
 		ct = httpx.ContentTypeJSON
 	}
 	return &httpbody.HttpBody{ContentType: ct, Data: resp.GetBody()}, nil
+}
+
+// openAPIURL is the server-relative URL of the v3 document of path at
+// hash, as the index names it.
+func openAPIURL(path, hash string) string {
+	u := url.URL{Path: "/openapi/v3/" + strings.TrimPrefix(path, "/"), RawQuery: url.Values{"hash": {hash}}.Encode()}
+	return u.String()
 }
 
 // noneMatchFails reports whether If-None-Match (every value the client

@@ -49,6 +49,10 @@ const (
 	// MDNoContentType is response header metadata: answer without a
 	// Content-Type header (an empty body that upstream sends bare).
 	MDNoContentType = "x-no-content-type"
+	// MDLocation and MDExpires are response header metadata copied to
+	// Location (a redirect) and Expires (OpenAPI documents at their hash).
+	MDLocation = "location"
+	MDExpires  = "expires"
 )
 
 // IncomingHeader picks the HTTP headers forwarded to KubeAPIService as gRPC
@@ -82,6 +86,10 @@ func OutgoingHeader(key string) (string, bool) {
 		return "Cache-Control", true
 	case MDVary:
 		return "Vary", true
+	case MDLocation:
+		return "Location", true
+	case MDExpires:
+		return "Expires", true
 	}
 	return "", false
 }
