@@ -99,6 +99,12 @@ func (g *testGateway) waitBootstrapPolicy(ctx context.Context) {
 // with the test token and returns the response and its body.
 func (g *testGateway) do(method, path string, body any, header ...string) (*http.Response, []byte) {
 	g.t.Helper()
+	return g.doWith(g.srv.Client(), method, path, body, header...)
+}
+
+// doWith is do through client (one that does not follow redirects, say).
+func (g *testGateway) doWith(client *http.Client, method, path string, body any, header ...string) (*http.Response, []byte) {
+	g.t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -124,7 +130,7 @@ func (g *testGateway) do(method, path string, body any, header ...string) (*http
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	resp, err := g.srv.Client().Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		g.t.Fatalf("%s %s: %v", method, path, err)
 	}

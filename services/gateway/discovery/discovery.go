@@ -201,6 +201,10 @@ func (s *Server) GetOpenAPI(ctx context.Context, req *gatewayv1.GetOpenAPIReques
 		_ = grpc.SetHeader(ctx, metadata.Pairs(httpx.MDNoContentType, "1"))
 		return &httpbody.HttpBody{}, nil
 	}
+	ct := resp.GetContentType()
+	if ct == "" {
+		ct = httpx.ContentTypeJSON
+	}
 	headers := []string{httpx.MDETag, resp.GetEtag()}
 	switch hashed := req.GetHash() != "" && req.GetVersion() == "v3" && req.GetPath() != ""; {
 	case hashed && `"`+req.GetHash()+`"` != resp.GetEtag():
@@ -210,10 +214,6 @@ func (s *Server) GetOpenAPI(ctx context.Context, req *gatewayv1.GetOpenAPIReques
 		headers = append(headers, httpx.MDLocation, openAPIURL(req.GetPath(), strings.Trim(resp.GetEtag(), `"`)))
 		_ = grpc.SetHeader(ctx, metadata.Pairs(headers...))
 		httpx.SetHTTPCode(ctx, http.StatusMovedPermanently)
-		ct := resp.GetContentType()
-		if ct == "" {
-			ct = httpx.ContentTypeJSON
-		}
 		return &httpbody.HttpBody{ContentType: ct}, nil
 	case hashed:
 		// cacheable forever: upstream adds Expires, a year from now
@@ -232,10 +232,6 @@ func (s *Server) GetOpenAPI(ctx context.Context, req *gatewayv1.GetOpenAPIReques
 		return &httpbody.HttpBody{}, nil
 	}
 	_ = grpc.SetHeader(ctx, metadata.Pairs(headers...))
-	ct := resp.GetContentType()
-	if ct == "" {
-		ct = httpx.ContentTypeJSON
-	}
 	return &httpbody.HttpBody{ContentType: ct, Data: resp.GetBody()}, nil
 }
 
