@@ -111,6 +111,58 @@ func TestOpenAPINotModified(t *testing.T) {
 	}
 }
 
+// TestOpenAPIConditional: the documents carry Last-Modified and answer
+// the date preconditions and If-Match as net/http's ServeContent, which
+// upstream's handlers serve them with: If-Modified-Since not older than
+// the document is a 304 (without Last-Modified, as there is an ETag),
+// unless If-None-Match is sent; If-Match or If-Unmodified-Since that
+// fails is a 412 without a body.
+func TestOpenAPIConditional(t *testing.T) {
+	g := newTestGateway(t)
+	for _, path := range []string{"/openapi/v3", "/openapi/v3/apis/apiextensions.k8s.io/v1", "/openapi/v2"} {
+		resp, body := g.do(http.MethodGet, path, nil)
+		lm, err := http.ParseTime(resp.Header.Get("Last-Modified"))
+		if resp.StatusCode != http.StatusOK || err != nil || time.Since(lm) > time.Hour || time.Until(lm) > time.Second {
+			t.Fatalf("GET %s: %d, Last-Modified %q (%v)", path, resp.StatusCode, resp.Header.Get("Last-Modified"), err)
+		}
+		etag := resp.Header.Get("Etag")
+		at := func(d time.Duration) string { return lm.Add(d).Format(http.TimeFormat) }
+		for _, tc := range []struct {
+			header []string
+			want   int
+		}{
+			{[]string{"If-Modified-Since", at(0)}, http.StatusNotModified},
+			{[]string{"If-Modified-Since", at(time.Hour)}, http.StatusNotModified},
+			{[]string{"If-Modified-Since", at(-time.Second)}, http.StatusOK},
+			{[]string{"If-Modified-Since", "not a date"}, http.StatusOK},
+			{[]string{"If-None-Match", `"other"`, "If-Modified-Since", at(time.Hour)}, http.StatusOK},
+			{[]string{"If-Match", `"other"`}, http.StatusPreconditionFailed},
+			{[]string{"If-Match", etag}, http.StatusOK},
+			{[]string{"If-Unmodified-Since", at(-time.Second)}, http.StatusPreconditionFailed},
+			{[]string{"If-Unmodified-Since", at(0)}, http.StatusOK},
+		} {
+			resp, got := g.do(http.MethodGet, path, nil, tc.header...)
+			if resp.StatusCode != tc.want || resp.Header.Get("Etag") != etag {
+				t.Fatalf("GET %s %q: %d, ETag %q (want %d, %q)", path, tc.header, resp.StatusCode, resp.Header.Get("Etag"), tc.want, etag)
+			}
+			switch tc.want {
+			case http.StatusOK:
+				if !bytes.Equal(got, body) || resp.Header.Get("Last-Modified") == "" {
+					t.Fatalf("GET %s %q: another body, or no Last-Modified", path, tc.header)
+				}
+			case http.StatusNotModified:
+				if len(got) != 0 || resp.Header.Get("Last-Modified") != "" || resp.Header.Get("Content-Type") != "" {
+					t.Fatalf("GET %s %q: 304 with %d bytes, Last-Modified %q, Content-Type %q", path, tc.header, len(got), resp.Header.Get("Last-Modified"), resp.Header.Get("Content-Type"))
+				}
+			case http.StatusPreconditionFailed:
+				if len(got) != 0 || resp.Header.Get("Last-Modified") == "" || resp.Header.Get("Content-Type") == "" {
+					t.Fatalf("GET %s %q: 412 with %d bytes, Last-Modified %q, Content-Type %q", path, tc.header, len(got), resp.Header.Get("Last-Modified"), resp.Header.Get("Content-Type"))
+				}
+			}
+		}
+	}
+}
+
 // TestOpenAPIAtHash: a v3 document asked for at its hash (the index's
 // serverRelativeURL) may be cached forever; at a stale hash it is
 // redirected to the current one, as upstream's handler does.

@@ -150,7 +150,7 @@ func (s *Server) discoveryReply(ctx context.Context, resp *registryv1.GetDiscove
 	// The registry's ETag; a client that has the document gets a 304.
 	if etag := resp.GetEtag(); etag != "" {
 		_ = grpc.SetHeader(ctx, metadata.Pairs(httpx.MDETag, etag))
-		if inm := metadata.ValueFromIncomingContext(ctx, "if-none-match"); len(inm) > 0 && inm[0] == etag {
+		if inm := metadata.ValueFromIncomingContext(ctx, httpx.MDIfNoneMatch); len(inm) > 0 && inm[0] == etag {
 			httpx.SetHTTPCode(ctx, http.StatusNotModified)
 			return &httpbody.HttpBody{ContentType: ct}, nil
 		}
@@ -222,17 +222,57 @@ func (s *Server) GetOpenAPI(ctx context.Context, req *gatewayv1.GetOpenAPIReques
 	default:
 		headers = append(headers, httpx.MDCacheControl, "no-cache, private")
 	}
-	if inm := metadata.ValueFromIncomingContext(ctx, "if-none-match"); len(inm) > 0 && noneMatchFails(inm, resp.GetEtag()) {
+	var modified time.Time
+	if lm := resp.GetLastModified(); lm != nil {
+		modified = lm.AsTime()
+	}
+	switch conditionalHeaders(ctx).evaluate(resp.GetEtag(), modified) {
+	case http.StatusNotModified:
 		// upstream serves the documents with net/http's ServeContent:
 		// a client that has the document gets a 304 with the ETag and
-		// Cache-Control but no Content-Type
+		// Cache-Control but no Content-Type (nor Last-Modified, since
+		// there is an ETag)
 		headers = append(headers, httpx.MDNoContentType, "1")
 		_ = grpc.SetHeader(ctx, metadata.Pairs(headers...))
 		httpx.SetHTTPCode(ctx, http.StatusNotModified)
 		return &httpbody.HttpBody{}, nil
+	case http.StatusPreconditionFailed:
+		// If-Match or If-Unmodified-Since failed: 412, every header but
+		// no body
+		headers = appendLastModified(headers, modified)
+		_ = grpc.SetHeader(ctx, metadata.Pairs(headers...))
+		httpx.SetHTTPCode(ctx, http.StatusPreconditionFailed)
+		return &httpbody.HttpBody{ContentType: ct}, nil
 	}
-	_ = grpc.SetHeader(ctx, metadata.Pairs(headers...))
+	_ = grpc.SetHeader(ctx, metadata.Pairs(appendLastModified(headers, modified)...))
 	return &httpbody.HttpBody{ContentType: ct, Data: resp.GetBody()}, nil
+}
+
+// appendLastModified adds the Last-Modified header metadata of a document
+// changed last at modified (an HTTP date, in UTC, to the second), if it is
+// known.
+func appendLastModified(headers []string, modified time.Time) []string {
+	if !known(modified) {
+		return headers
+	}
+	return append(headers, httpx.MDLastModified, modified.UTC().Format(http.TimeFormat))
+}
+
+// conditionalHeaders reads a request's conditional headers, the first
+// value of each.
+func conditionalHeaders(ctx context.Context) conditional {
+	first := func(key string) string {
+		if v := metadata.ValueFromIncomingContext(ctx, key); len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	return conditional{
+		ifMatch:           first(httpx.MDIfMatch),
+		ifUnmodifiedSince: first(httpx.MDIfUnmodifiedSince),
+		ifNoneMatch:       first(httpx.MDIfNoneMatch),
+		ifModifiedSince:   first(httpx.MDIfModifiedSince),
+	}
 }
 
 // openAPIURL is the server-relative URL of the v3 document of path at
@@ -240,22 +280,4 @@ func (s *Server) GetOpenAPI(ctx context.Context, req *gatewayv1.GetOpenAPIReques
 func openAPIURL(path, hash string) string {
 	u := url.URL{Path: "/openapi/v3/" + strings.TrimPrefix(path, "/"), RawQuery: url.Values{"hash": {hash}}.Encode()}
 	return u.String()
-}
-
-// noneMatchFails reports whether If-None-Match (every value the client
-// sent, each a comma-separated list) names etag or is "*", comparing
-// entity tags weakly (W/ ignored), as net/http's ServeContent does.
-func noneMatchFails(values []string, etag string) bool {
-	for _, v := range values {
-		for _, tag := range strings.Split(v, ",") {
-			tag = strings.TrimSpace(tag)
-			if tag == "*" {
-				return true
-			}
-			if etag != "" && strings.TrimPrefix(tag, "W/") == strings.TrimPrefix(etag, "W/") {
-				return true
-			}
-		}
-	}
-	return false
 }

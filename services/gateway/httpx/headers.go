@@ -53,6 +53,15 @@ const (
 	// Location (a redirect) and Expires (OpenAPI documents at their hash).
 	MDLocation = "location"
 	MDExpires  = "expires"
+	// MDLastModified is response header metadata copied to Last-Modified
+	// (OpenAPI documents).
+	MDLastModified = "last-modified"
+	// The conditional request headers, forwarded under their own names
+	// (the OpenAPI documents answer them as net/http's ServeContent).
+	MDIfMatch           = "if-match"
+	MDIfNoneMatch       = "if-none-match"
+	MDIfModifiedSince   = "if-modified-since"
+	MDIfUnmodifiedSince = "if-unmodified-since"
 )
 
 // IncomingHeader picks the HTTP headers forwarded to KubeAPIService as gRPC
@@ -68,7 +77,13 @@ func IncomingHeader(key string) (string, bool) {
 	case headerQuery:
 		return mdQuery, true
 	case "If-None-Match":
-		return "if-none-match", true
+		return MDIfNoneMatch, true
+	case "If-Match":
+		return MDIfMatch, true
+	case "If-Modified-Since":
+		return MDIfModifiedSince, true
+	case "If-Unmodified-Since":
+		return MDIfUnmodifiedSince, true
 	}
 	return "", false
 }
@@ -90,6 +105,8 @@ func OutgoingHeader(key string) (string, bool) {
 		return "Location", true
 	case MDExpires:
 		return "Expires", true
+	case MDLastModified:
+		return "Last-Modified", true
 	}
 	return "", false
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 )
 
 func crontabIn(i int) *CRD {
@@ -61,6 +62,50 @@ func TestDocumentCacheEviction(t *testing.T) {
 	}
 	if cache.get("a", "other") != nil || cache.size != 5 {
 		t.Fatalf("a stale hash is served, or kept")
+	}
+}
+
+// TestDocumentModified: a document's Modified (the Last-Modified served)
+// is when it last changed: a copy the cache dropped and rendered again
+// keeps it, a change of the CRD's spec moves it on, and so does the
+// index's.
+func TestDocumentModified(t *testing.T) {
+	b := NewWithCache(1) // keeps no body: every Get renders again
+	start := time.Now()
+	b.Update(nil, crontabIn(0))
+	const gv = "apis/g0.example.com/v1"
+	first, _ := b.Get(gv)
+	index := b.Index()
+	if first.Modified.Before(start) || index.Modified.Before(start) {
+		t.Fatalf("Modified %v (index %v) is before the CRD was added (%v)", first.Modified, index.Modified, start)
+	}
+	time.Sleep(10 * time.Millisecond)
+	again, _ := b.Get(gv)
+	if again == first || again.Hash != first.Hash || !again.Modified.Equal(first.Modified) {
+		t.Fatalf("rendered again: Modified %v, want %v (the same document)", again.Modified, first.Modified)
+	}
+	if b.Index() != index {
+		t.Fatal("the index was built again without a change")
+	}
+	c := crontabIn(0)
+	c.Generation = 2
+	c.Spec.Versions[0].Subresources = nil
+	b.Update(crontabIn(0), c)
+	changed, _ := b.Get(gv)
+	if changed.Hash == first.Hash || !changed.Modified.After(first.Modified) {
+		t.Fatalf("after a change: Modified %v, before %v", changed.Modified, first.Modified)
+	}
+	if !b.Index().Modified.After(index.Modified) {
+		t.Fatal("the index's Modified did not move on after a change")
+	}
+	// the static documents and /openapi/v2 carry one too
+	for _, p := range []string{crdGVPath, builtinGroups[0].gvPath} {
+		if d, _ := b.Get(p); d.Modified.IsZero() {
+			t.Errorf("%s has no Modified", p)
+		}
+	}
+	if b.V2().Modified.IsZero() {
+		t.Error("/openapi/v2 has no Modified")
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	generated "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
@@ -38,6 +39,10 @@ type Document struct {
 	// puts in the index's serverRelativeURL (for /openapi/v2, assembled from
 	// parts, the SHA-512 of the parts' hashes).
 	Hash string
+	// Modified is when the document last changed (what upstream's
+	// handlers send as Last-Modified): when it was built again after a
+	// CRD change, not when a copy the cache dropped was rendered again.
+	Modified time.Time
 }
 
 // Builder holds the documents. CRD changes only mark the group-versions
@@ -76,7 +81,7 @@ func New() *Builder { return NewWithCache(DefaultDocumentCacheBytes) }
 // rendered again, identical, when asked for.
 func NewWithCache(cacheBytes int) *Builder {
 	return &Builder{crds: map[string]*CRD{}, gvs: map[string]*gvState{}, v3: map[string]*v3GV{},
-		apiext: &Document{Body: v133APIExtensionsV1, Hash: hash(v133APIExtensionsV1)}, builtin: builtinDocuments(), bodies: newBodyCache(cacheBytes)}
+		apiext: &Document{Body: v133APIExtensionsV1, Hash: hash(v133APIExtensionsV1), Modified: time.Now()}, builtin: builtinDocuments(), bodies: newBodyCache(cacheBytes)}
 }
 
 // builtinDocuments are rendered once per process: they never change.
@@ -217,7 +222,7 @@ func (b *Builder) Index() *Document {
 		gvs := stale[start:min(start+batch, len(stale))]
 		parallel(len(gvs), func(i int) { docs[i] = renderV3(b.v3[gvs[i]]) })
 		for i, gv := range gvs {
-			b.v3[gv].hash = docs[i].Hash
+			b.v3[gv].rendered(docs[i])
 			b.bodies.put(gv, docs[i])
 			docs[i] = nil
 		}
@@ -234,7 +239,7 @@ func (b *Builder) Index() *Document {
 	if err != nil {
 		panic(fmt.Sprintf("openapi index: %v", err))
 	}
-	b.index = &Document{Body: body, Hash: hash(body)}
+	b.index = &Document{Body: body, Hash: hash(body), Modified: time.Now()}
 	return b.index
 }
 
@@ -262,7 +267,7 @@ func (b *Builder) docLocked(gv string) *Document {
 		}
 	}
 	d := renderV3(st)
-	st.hash = d.Hash
+	st.rendered(d)
 	b.bodies.put(gv, d)
 	return d
 }
@@ -348,7 +353,7 @@ func render(doc map[string]any) *Document {
 	if err != nil {
 		panic(fmt.Sprintf("openapi document: %v", err))
 	}
-	return &Document{Body: body, Hash: hash(body)}
+	return &Document{Body: body, Hash: hash(body), Modified: time.Now()}
 }
 
 func hash(b []byte) string { return fmt.Sprintf("%X", sha512.Sum512(b)) }

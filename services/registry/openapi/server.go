@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/munnerz/goautoneg"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,7 +46,16 @@ func (s *Server) GetDocument(_ context.Context, req *registryv1.GetDocumentReque
 			return &registryv1.GetDocumentResponse{}, nil
 		}
 	}
-	return &registryv1.GetDocumentResponse{ContentType: "application/json", Body: d.Body, Etag: `"` + d.Hash + `"`}, nil
+	return response("application/json", d), nil
+}
+
+// response is d as a GetDocumentResponse of content type ct.
+func response(ct string, d *Document) *registryv1.GetDocumentResponse {
+	r := &registryv1.GetDocumentResponse{ContentType: ct, Body: d.Body, Etag: `"` + d.Hash + `"`}
+	if !d.Modified.IsZero() {
+		r.LastModified = timestamppb.New(d.Modified)
+	}
+	return r
 }
 
 func notFound() error {
@@ -72,14 +82,13 @@ func (s *Server) v2(accept string) (*registryv1.GetDocumentResponse, error) {
 				continue
 			}
 			if mt == v2JSON {
-				d := s.b.V2()
-				return &registryv1.GetDocumentResponse{ContentType: v2JSON, Body: d.Body, Etag: `"` + d.Hash + `"`}, nil
+				return response(v2JSON, s.b.V2()), nil
 			}
 			d, err := s.b.V2Proto()
 			if err != nil {
 				return nil, kstatus.ToGRPC(apierrors.NewInternalError(err))
 			}
-			return &registryv1.GetDocumentResponse{ContentType: v2Protobuf, Body: d.Body, Etag: `"` + d.Hash + `"`}, nil
+			return response(v2Protobuf, d), nil
 		}
 	}
 	return nil, kstatus.ToGRPC(&apierrors.StatusError{ErrStatus: metav1.Status{

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	openapi_v2 "github.com/google/gnostic-models/openapiv2"
 	"google.golang.org/protobuf/proto"
@@ -610,7 +611,7 @@ func concatV2(all []*v2Part) *Document {
 		b = append(b, p.defs...)
 	}
 	b = append(b, v2Tail...)
-	return &Document{Body: b, Hash: partsHash("json", all)}
+	return &Document{Body: b, Hash: partsHash("json", all), Modified: time.Now()}
 }
 
 // assembleV2Proto concatenates the protobuf document: the base document
@@ -636,7 +637,7 @@ func assembleV2Proto(parts []*v2Part) (*Document, error) {
 	for _, pb := range pbs {
 		b = append(b, pb...)
 	}
-	return &Document{Body: b, Hash: partsHash("protobuf", append([]*v2Part{v2BasePart()}, parts...))}, nil
+	return &Document{Body: b, Hash: partsHash("protobuf", append([]*v2Part{v2BasePart()}, parts...)), Modified: time.Now()}, nil
 }
 
 // partsHash identifies a document assembled from parts.

@@ -38,6 +38,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	"k8s.io/kube-openapi/pkg/spec3"
@@ -200,6 +201,20 @@ type v3GV struct {
 	// hash is the merged document's ("": stale); the Builder's cache may
 	// keep its body
 	hash string
+	// modified is when the document last changed: its first render after
+	// the parts changed (hash "")
+	modified time.Time
+}
+
+// rendered records d, just rendered from gv's parts, as gv's document:
+// its hash, and when it changed, which a render of unchanged parts (the
+// cache had dropped the body) keeps.
+func (gv *v3GV) rendered(d *Document) {
+	if gv.hash == "" || gv.modified.IsZero() {
+		gv.modified = time.Now()
+	}
+	gv.hash = d.Hash
+	d.Modified = gv.modified
 }
 
 // renderV3 merges the parts of a group-version (building the ones not

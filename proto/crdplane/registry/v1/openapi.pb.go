@@ -9,6 +9,7 @@ package registryv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -89,7 +90,10 @@ type GetDocumentResponse struct {
 	ContentType string                 `protobuf:"bytes,1,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
 	Body        []byte                 `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
 	// A strong ETag of the body (the hash in the index's serverRelativeURL).
-	Etag          string `protobuf:"bytes,3,opt,name=etag,proto3" json:"etag,omitempty"`
+	Etag string `protobuf:"bytes,3,opt,name=etag,proto3" json:"etag,omitempty"`
+	// When the document last changed (upstream's handlers send it as
+	// Last-Modified and answer If-Modified-Since with it).
+	LastModified  *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_modified,json=lastModified,proto3" json:"last_modified,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -145,19 +149,27 @@ func (x *GetDocumentResponse) GetEtag() string {
 	return ""
 }
 
+func (x *GetDocumentResponse) GetLastModified() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastModified
+	}
+	return nil
+}
+
 var File_crdplane_registry_v1_openapi_proto protoreflect.FileDescriptor
 
 const file_crdplane_registry_v1_openapi_proto_rawDesc = "" +
 	"\n" +
-	"\"crdplane/registry/v1/openapi.proto\x12\x14crdplane.registry.v1\"Z\n" +
+	"\"crdplane/registry/v1/openapi.proto\x12\x14crdplane.registry.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"Z\n" +
 	"\x12GetDocumentRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x16\n" +
-	"\x06accept\x18\x03 \x01(\tR\x06accept\"`\n" +
+	"\x06accept\x18\x03 \x01(\tR\x06accept\"\xa1\x01\n" +
 	"\x13GetDocumentResponse\x12!\n" +
 	"\fcontent_type\x18\x01 \x01(\tR\vcontentType\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12\x12\n" +
-	"\x04etag\x18\x03 \x01(\tR\x04etag2t\n" +
+	"\x04etag\x18\x03 \x01(\tR\x04etag\x12?\n" +
+	"\rlast_modified\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\flastModified2t\n" +
 	"\x0eOpenAPIService\x12b\n" +
 	"\vGetDocument\x12(.crdplane.registry.v1.GetDocumentRequest\x1a).crdplane.registry.v1.GetDocumentResponseBDZBgithub.com/crdplane/crdplane/proto/crdplane/registry/v1;registryv1b\x06proto3"
 
@@ -175,17 +187,19 @@ func file_crdplane_registry_v1_openapi_proto_rawDescGZIP() []byte {
 
 var file_crdplane_registry_v1_openapi_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_crdplane_registry_v1_openapi_proto_goTypes = []any{
-	(*GetDocumentRequest)(nil),  // 0: crdplane.registry.v1.GetDocumentRequest
-	(*GetDocumentResponse)(nil), // 1: crdplane.registry.v1.GetDocumentResponse
+	(*GetDocumentRequest)(nil),    // 0: crdplane.registry.v1.GetDocumentRequest
+	(*GetDocumentResponse)(nil),   // 1: crdplane.registry.v1.GetDocumentResponse
+	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
 }
 var file_crdplane_registry_v1_openapi_proto_depIdxs = []int32{
-	0, // 0: crdplane.registry.v1.OpenAPIService.GetDocument:input_type -> crdplane.registry.v1.GetDocumentRequest
-	1, // 1: crdplane.registry.v1.OpenAPIService.GetDocument:output_type -> crdplane.registry.v1.GetDocumentResponse
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	2, // 0: crdplane.registry.v1.GetDocumentResponse.last_modified:type_name -> google.protobuf.Timestamp
+	0, // 1: crdplane.registry.v1.OpenAPIService.GetDocument:input_type -> crdplane.registry.v1.GetDocumentRequest
+	1, // 2: crdplane.registry.v1.OpenAPIService.GetDocument:output_type -> crdplane.registry.v1.GetDocumentResponse
+	2, // [2:3] is the sub-list for method output_type
+	1, // [1:2] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_crdplane_registry_v1_openapi_proto_init() }
