@@ -3,6 +3,13 @@ SHELL := /bin/bash
 GO ?= go
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
+# One build configuration for every target (the binaries, vet, the tests,
+# the images, the upstream builds, the client matrix): static binaries
+# (CGO_ENABLED=0) built with -trimpath, as the images need them, so that the
+# compiler's cache serves each package once; a second configuration compiles
+# the whole dependency graph again (the images' build did, minutes of CI).
+export CGO_ENABLED ?= 0
+export GOFLAGS := $(strip $(GOFLAGS) $(if $(findstring -trimpath,$(GOFLAGS)),,-trimpath))
 
 BUF_VERSION := v1.73.0
 PROTOC_GEN_GO_VERSION := v1.36.12
@@ -29,6 +36,34 @@ $(BIN)/golangci-lint:
 	GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway
+
+## download: fetch every module that the build, the tests, the oracle, the
+## client matrix and the tools need into the module cache: every module
+## graph at once, DOWNLOAD_PARALLEL fetches at a time in each (the go command
+## alone fetches GOMAXPROCS at a time, 2 on a 2-core machine, so a slow
+## module proxy costs its latency module after module). .ci/run starts
+## with it; what follows only builds. Nothing is built here.
+DOWNLOAD_PARALLEL ?= 16
+# dir:modfile of every module graph outside go.work
+MOD_GRAPHS := conformance/upstream:go.mod e2e/kubeapiserver:go.mod e2e/sampleapiserver:go.mod \
+	e2e/clients/clientgo:go.mod e2e/clients/clientgo:go130.mod e2e/clients/clientgo:go133.mod \
+	e2e/clients/controllerruntime:go.mod e2e/clients/controllerruntime:cr018.mod \
+	e2e/clients/helm:go.mod
+TOOL_PKGS := github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION) \
+	google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION) \
+	google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION) \
+	github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION) \
+	github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+.PHONY: download
+download:
+	@start=$$(date +%s); pids=""; \
+	(GOMAXPROCS=$(DOWNLOAD_PARALLEL) $(GO) mod download || { echo "download: go.work failed"; exit 1; }) & pids="$$pids $$!"; \
+	for g in $(MOD_GRAPHS); do \
+		(cd $${g%%:*} && GOWORK=off GOMAXPROCS=$(DOWNLOAD_PARALLEL) $(GO) mod download -modfile=$${g##*:} || { echo "download: $$g failed"; exit 1; }) & pids="$$pids $$!"; done; \
+	for t in $(TOOL_PKGS); do \
+		(out=$$(GOMAXPROCS=$(DOWNLOAD_PARALLEL) $(GO) install -n $$t 2>&1) || { echo "$$out" | tail -5; echo "download: $$t failed"; exit 1; }) & pids="$$pids $$!"; done; \
+	fail=0; for p in $$pids; do wait $$p || fail=1; done; \
+	echo "download: every module graph in $$(( $$(date +%s) - start ))s"; exit $$fail
 
 ## generate: regenerate the Go code from proto/ (committed).
 generate: tools
@@ -90,8 +125,10 @@ KUBE_APISERVER_BIN := $(BIN)/kube-apiserver
 # /version as upstream's release reports it (the module's version).
 KUBE_APISERVER_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v1.33.13 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=33 -X k8s.io/component-base/version.gitTreeState=clean
 # The extension API server of the aggregation layer's e2e test: upstream's
-# k8s.io/sample-apiserver v0.33 (its own module, outside go.work, pinned in
-# e2e/sampleapiserver/go.mod).
+# k8s.io/sample-apiserver v0.33.5, the newest the module proxy serves (its own
+# module, outside go.work, pinned in e2e/sampleapiserver/go.mod), built with
+# e2e/kubeapiserver's k8s.io v0.33.13 graph so the two share their compiled
+# packages.
 SAMPLE_APISERVER_BIN := $(BIN)/sample-apiserver
 
 ## test-e2e: start the platform on loopback and drive it with kubectl and client-go
