@@ -492,20 +492,34 @@ func TestOpenAPIv3(t *testing.T) {
 	s := wardle(b.caBundle(), apiregistrationv1.ConditionTrue)
 	a := newTestAggregator(t, b, nil, s)
 	a.refreshOpenAPI(context.Background(), s)
+	// the local index as the gateway serves it: with validators, and
+	// answering the conditional headers
+	modified := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	local := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"paths":{"apis/apiextensions.k8s.io/v1":{"serverRelativeURL":"/openapi/v3/apis/apiextensions.k8s.io/v1?hash=L"}}}`)
+		w.Header().Set("Etag", `"L"`)
+		http.ServeContent(w, r, "", modified, strings.NewReader(`{"paths":{"apis/apiextensions.k8s.io/v1":{"serverRelativeURL":"/openapi/v3/apis/apiextensions.k8s.io/v1?hash=L"}}}`))
 	})
-	get := func(path string) *httptest.ResponseRecorder {
+	get := func(path string, header ...string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
-		a.Handler(local).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			r.Header.Set(header[i], header[i+1])
+		}
+		a.Handler(local).ServeHTTP(rec, r)
 		return rec
 	}
-	rec := get("/openapi/v3")
 	want := `{"paths":{"apis/apiextensions.k8s.io/v1":{"serverRelativeURL":"/openapi/v3/apis/apiextensions.k8s.io/v1?hash=L"},"apis/wardle.example.com/v1alpha1":{"serverRelativeURL":"/openapi/v3/apis/wardle.example.com/v1alpha1?hash=ABC"}}}`
-	if rec.Body.String() != want {
-		t.Errorf("index = %s\nwant %s", rec.Body.String(), want)
+	// the client's conditions (kubectl's HTTP cache sends the local
+	// index's validators it saw before the APIService) are not the local
+	// index's: the merged index is served in full, without them
+	for _, header := range [][]string{nil, {"If-None-Match", `"L"`}, {"If-Modified-Since", modified.Format(http.TimeFormat)}, {"If-Match", `"other"`}} {
+		rec := get("/openapi/v3", header...)
+		if rec.Code != http.StatusOK || rec.Body.String() != want || rec.Header().Get("Etag") != "" || rec.Header().Get("Last-Modified") != "" {
+			t.Errorf("index %q = %d %s (ETag %q, Last-Modified %q)\nwant 200 %s", header, rec.Code, rec.Body.String(), rec.Header().Get("Etag"), rec.Header().Get("Last-Modified"), want)
+		}
 	}
+	var rec *httptest.ResponseRecorder
 	rec = get("/openapi/v3/apis/wardle.example.com/v1alpha1?hash=ABC")
 	if rec.Code != http.StatusOK || rec.Body.String() != `{"openapi":"3.0.0","hash":"ABC"}` || rec.Header().Get("Etag") != `"ABC"` {
 		t.Errorf("document = %d %s %v", rec.Code, rec.Body.String(), rec.Header())

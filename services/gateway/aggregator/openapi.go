@@ -87,8 +87,10 @@ func (a *Aggregator) serveOpenAPIIndex(w http.ResponseWriter, r *http.Request, n
 		next.ServeHTTP(w, r)
 		return
 	}
+	// the local index in full: the client's conditions are the merged
+	// index's, not the local one's
 	r2 := r.Clone(r.Context())
-	r2.Header.Del("If-None-Match")
+	dropConditions(r2.Header)
 	rec := httptest.NewRecorder()
 	next.ServeHTTP(rec, r2)
 	res := rec.Result()
@@ -112,12 +114,22 @@ func (a *Aggregator) serveOpenAPIIndex(w http.ResponseWriter, r *http.Request, n
 		return
 	}
 	for k, v := range res.Header {
-		if k != "Content-Length" && k != "Etag" {
+		// the local index's validators are not the merged one's
+		if k != "Content-Length" && k != "Etag" && k != "Last-Modified" {
 			w.Header()[k] = v
 		}
 	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(merged)
+}
+
+// dropConditions removes a request's conditional headers (RFC 7232 and
+// Range): the local document is asked for in full when the answer is a
+// merge of it.
+func dropConditions(h http.Header) {
+	for _, k := range []string{"If-None-Match", "If-Match", "If-Modified-Since", "If-Unmodified-Since", "If-Range", "Range"} {
+		h.Del(k)
+	}
 }
 
 // serveOpenAPIDocument serves /openapi/v3/apis/<group>/<version> of an

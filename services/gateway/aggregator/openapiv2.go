@@ -113,7 +113,7 @@ func (a *Aggregator) serveOpenAPIv2(w http.ResponseWriter, r *http.Request, next
 	r2 := r.Clone(r.Context())
 	r2.Header.Set("Accept", "application/json")
 	r2.Header.Del("Accept-Encoding")
-	r2.Header.Del("If-None-Match")
+	dropConditions(r2.Header)
 	if last != nil {
 		r2.Header.Set("If-None-Match", last.localETag)
 	}
