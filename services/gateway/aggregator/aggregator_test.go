@@ -519,8 +519,7 @@ func TestOpenAPIv3(t *testing.T) {
 			t.Errorf("index %q = %d %s (ETag %q, Last-Modified %q)\nwant 200 %s", header, rec.Code, rec.Body.String(), rec.Header().Get("Etag"), rec.Header().Get("Last-Modified"), want)
 		}
 	}
-	var rec *httptest.ResponseRecorder
-	rec = get("/openapi/v3/apis/wardle.example.com/v1alpha1?hash=ABC")
+	rec := get("/openapi/v3/apis/wardle.example.com/v1alpha1?hash=ABC")
 	if rec.Code != http.StatusOK || rec.Body.String() != `{"openapi":"3.0.0","hash":"ABC"}` || rec.Header().Get("Etag") != `"ABC"` {
 		t.Errorf("document = %d %s %v", rec.Code, rec.Body.String(), rec.Header())
 	}
