@@ -210,7 +210,7 @@ type v3GV struct {
 // its hash, and when it changed, which a render of unchanged parts (the
 // cache had dropped the body) keeps.
 func (gv *v3GV) rendered(d *Document) {
-	if gv.hash == "" || gv.modified.IsZero() {
+	if gv.hash == "" {
 		gv.modified = time.Now()
 	}
 	gv.hash = d.Hash
