@@ -48,6 +48,9 @@ type Config struct {
 	DataDir string
 	// EtcdEndpoints, when set, uses an external etcd cluster instead.
 	EtcdEndpoints []string
+	// EtcdOverrides route groups or resources to etcd clusters of their own
+	// (--etcd-servers-overrides).
+	EtcdOverrides []storage.EtcdOverride
 	// EtcdTLS are the CA, client certificate and key files of the TLS
 	// connection to the external cluster (storage and the registry's leader
 	// election share its client).
@@ -172,7 +175,7 @@ func Start(ctx context.Context, cfg Config) (_ *Platform, err error) {
 	// in-process addresses.
 	mc := modules.Config{
 		Target:    modules.All,
-		Storage:   storage.Config{DataDir: cfg.DataDir, EtcdEndpoints: cfg.EtcdEndpoints, EtcdTLS: cfg.EtcdTLS},
+		Storage:   storage.Config{DataDir: cfg.DataDir, EtcdEndpoints: cfg.EtcdEndpoints, EtcdServersOverrides: cfg.EtcdOverrides, EtcdTLS: cfg.EtcdTLS},
 		Registry:  registry.Config{LeaderLeaseDuration: registryLeaseTTL},
 		Validator: validator.Config{CompiledMemoryLimit: compiledLimit / 2},
 		Converter: converter.Config{Webhook: cfg.Conversion},

@@ -29,6 +29,7 @@ import (
 	"github.com/crdplane/crdplane/platform/modules"
 	"github.com/crdplane/crdplane/services/converter/webhook"
 	"github.com/crdplane/crdplane/services/gateway"
+	"github.com/crdplane/crdplane/services/storage"
 )
 
 const usage = `crdplane: a Kubernetes-compatible API server for CustomResourceDefinitions.
@@ -99,6 +100,13 @@ func run(args []string) error {
 	listen := fs.String("listen", "127.0.0.1:6443", "HTTPS listen address of the Kubernetes API (port 0 picks a free port)")
 	dataDir := fs.String("data-dir", ".run/etcd", "embedded etcd data directory (kept across restarts)")
 	etcd := fs.String("etcd-endpoints", "", "comma-separated external etcd endpoints (instead of the embedded etcd)")
+	var overrides []storage.EtcdOverride
+	fs.Func("etcd-servers-overrides", "per-resource etcd servers, comma separated, as kube-apiserver's: group/resource#servers, servers URLs separated by semicolons; "+
+		"group/*#servers routes every resource of a group (CRDs stay on the main cluster); may be repeated", func(s string) error {
+		o, err := storage.ParseEtcdOverrides(s)
+		overrides = append(overrides, o...)
+		return err
+	})
 	var etcdTLS etcdtls.Config
 	etcdTLS.RegisterFlags(fs)
 	kubeconfig := fs.String("kubeconfig", ".run/kubeconfig", "where to write a kubeconfig for this server")
@@ -146,6 +154,7 @@ func run(args []string) error {
 	p, err := platform.Start(ctx, platform.Config{
 		DataDir:             *dataDir,
 		EtcdEndpoints:       splitList(*etcd),
+		EtcdOverrides:       overrides,
 		EtcdTLS:             etcdTLS,
 		ListenAddr:          *listen,
 		KubeconfigPath:      *kubeconfig,

@@ -33,7 +33,7 @@ func (s *Service) create(ctx context.Context, key string, object []byte) ([]byte
 	if err := checkWrite(k, data); err != nil {
 		return nil, 0, err
 	}
-	resp, err := s.client.Txn(ctx).
+	resp, err := s.etcdFor(k.resource).Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, string(data))).
 		Commit()
@@ -59,17 +59,17 @@ func (s *Service) Get(ctx context.Context, req *storagev1.GetRequest) (*storagev
 	if err != nil {
 		return nil, kstatus.ToGRPC(err)
 	}
-	resp, err := s.client.Get(ctx, k.raw)
+	resp, err := s.etcdFor(k.resource).Get(ctx, k.raw)
 	if err != nil {
 		return nil, kstatus.ToGRPC(etcdErr(ctx, err))
 	}
 	if min := req.GetMinResourceVersion(); min > 0 && resp.Header.Revision < clampRevision(min) {
 		// "Not older than" a revision etcd has not reached: wait for it,
 		// then read again.
-		if _, err := s.waitRevision(ctx, min); err != nil {
+		if _, err := s.waitRevision(ctx, s.etcdFor(k.resource), min); err != nil {
 			return nil, kstatus.ToGRPC(err)
 		}
-		if resp, err = s.client.Get(ctx, k.raw); err != nil {
+		if resp, err = s.etcdFor(k.resource).Get(ctx, k.raw); err != nil {
 			return nil, kstatus.ToGRPC(etcdErr(ctx, err))
 		}
 	}
@@ -112,7 +112,7 @@ func (s *Service) update(ctx context.Context, key string, object []byte, expecte
 	if expected > 0 {
 		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", expected)
 	}
-	resp, err := s.client.Txn(ctx).
+	resp, err := s.etcdFor(k.resource).Txn(ctx).
 		If(cmp).
 		Then(clientv3.OpPut(key, string(data))).
 		Else(clientv3.OpGet(key, clientv3.WithCountOnly())).
@@ -151,7 +151,7 @@ func (s *Service) delete(ctx context.Context, req *storagev1.DeleteRequest) ([]b
 		return nil, 0, err
 	}
 	if req.GetPreconditionUid() == "" && req.GetPreconditionResourceVersion() == 0 {
-		resp, err := s.client.Delete(ctx, k.raw, clientv3.WithPrevKV())
+		resp, err := s.etcdFor(k.resource).Delete(ctx, k.raw, clientv3.WithPrevKV())
 		if err != nil {
 			return nil, 0, etcdErr(ctx, err)
 		}
@@ -161,7 +161,7 @@ func (s *Service) delete(ctx context.Context, req *storagev1.DeleteRequest) ([]b
 		return deletedObject(resp.PrevKvs[0].Key, resp.PrevKvs[0].Value, resp.Header.Revision)
 	}
 	for {
-		get, err := s.client.Get(ctx, k.raw)
+		get, err := s.etcdFor(k.resource).Get(ctx, k.raw)
 		if err != nil {
 			return nil, 0, etcdErr(ctx, err)
 		}
@@ -172,7 +172,7 @@ func (s *Service) delete(ctx context.Context, req *storagev1.DeleteRequest) ([]b
 		if err := checkPreconditions(k, kv.Value, kv.ModRevision, req); err != nil {
 			return nil, 0, err
 		}
-		resp, err := s.client.Txn(ctx).
+		resp, err := s.etcdFor(k.resource).Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(k.raw), "=", kv.ModRevision)).
 			Then(clientv3.OpDelete(k.raw)).
 			Commit()

@@ -86,6 +86,7 @@ type subscription struct {
 // hub is one etcd watch and its subscribers.
 type hub struct {
 	svc      *Service
+	etcd     *clientv3.Client // the cluster that stores prefix
 	prefix   string
 	shared   bool
 	capacity int // events kept for late joiners (shared hubs)
@@ -110,7 +111,7 @@ func (s *Service) newHub(base context.Context, prefix string, start int64, share
 	ctx := metadata.AppendToOutgoingContext(base, "crdplane-watch-hub", strconv.FormatUint(hubSeq.Add(1), 10))
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	h := &hub{
-		svc: s, prefix: prefix, shared: shared, buffer: s.watchBuffer,
+		svc: s, etcd: s.etcdForPrefix(prefix), prefix: prefix, shared: shared, buffer: s.watchBuffer,
 		ctx: ctx, cancel: cancel,
 		start: start, ringStart: start, rev: start,
 		subs: map[*subscription]struct{}{},
@@ -231,7 +232,7 @@ func (h *hub) addLocked(rev int64) *subscription {
 func (h *hub) run() {
 	defer trackHub(h.shared)()
 	defer h.cancel()
-	wch := h.svc.client.Watch(h.ctx, h.prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(after(h.start)))
+	wch := h.etcd.Watch(h.ctx, h.prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(after(h.start)))
 	for wr := range wch {
 		switch {
 		case wr.CompactRevision != 0:
@@ -338,7 +339,7 @@ func (h *hub) progress(rev int64) {
 
 // requestProgress asks etcd for a progress notification on the hub's stream.
 func (h *hub) requestProgress() error {
-	return h.svc.client.RequestProgress(h.ctx)
+	return h.etcd.RequestProgress(h.ctx)
 }
 
 // fail ends every subscription with err and retires the hub.

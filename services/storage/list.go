@@ -37,7 +37,7 @@ func (s *Service) List(ctx context.Context, req *storagev1.ListRequest) (*storag
 	if min := req.GetMinResourceVersion(); min > 0 && res.rev < clampRevision(min) {
 		// "Not older than" a revision etcd has not reached: wait for it,
 		// then read again.
-		if _, err := s.waitRevision(ctx, min); err != nil {
+		if _, err := s.waitRevision(ctx, s.etcdForPrefix(req.GetPrefix()), min); err != nil {
 			return nil, kstatus.ToGRPC(err)
 		}
 		if res, err = s.list(ctx, req.GetPrefix(), req.GetOptions()); err != nil {
@@ -89,6 +89,7 @@ func (s *Service) list(ctx context.Context, prefix string, opts *commonv1.ListOp
 	if err != nil {
 		return nil, err
 	}
+	cli := s.etcdForPrefix(prefix)
 	limit := max(opts.GetLimit(), 0)
 	paging := limit > 0
 
@@ -125,7 +126,7 @@ func (s *Service) list(ctx context.Context, prefix string, opts *commonv1.ListOp
 		if withRev > 0 {
 			ops = append(ops, clientv3.WithRev(withRev))
 		}
-		resp, err := s.client.Get(ctx, from, ops...)
+		resp, err := cli.Get(ctx, from, ops...)
 		if err != nil {
 			return nil, s.readErr(ctx, err, withRev, continuing)
 		}
@@ -214,12 +215,12 @@ const revisionWait = 3 * time.Second
 // watch cache answers) when it does not. Reads "not older than" a
 // revision (Get, List with min_resource_version) and watches with initial
 // events wait here; a watch from a revision still to come waits in etcd.
-func (s *Service) waitRevision(ctx context.Context, asked uint64) (int64, error) {
+func (s *Service) waitRevision(ctx context.Context, cli *clientv3.Client, asked uint64) (int64, error) {
 	rev := clampRevision(asked)
 	deadline := time.Now().Add(revisionWait)
 	pause := 10 * time.Millisecond
 	for {
-		resp, err := s.client.Get(ctx, keyRoot, clientv3.WithCountOnly())
+		resp, err := cli.Get(ctx, keyRoot, clientv3.WithCountOnly())
 		if err != nil {
 			return 0, etcdErr(ctx, err)
 		}
@@ -251,10 +252,10 @@ func clampRevision(rv uint64) int64 {
 
 // compactRevision finds etcd's compaction revision: a watch from revision 1
 // of a key nobody writes answers with it at once when history is compacted.
-func (s *Service) compactRevision(ctx context.Context) int64 {
+func (s *Service) compactRevision(ctx context.Context, cli *clientv3.Client) int64 {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	for wr := range s.client.Watch(ctx, keyRoot+"\x00compaction-probe", clientv3.WithRev(1)) {
+	for wr := range cli.Watch(ctx, keyRoot+"\x00compaction-probe", clientv3.WithRev(1)) {
 		if wr.CompactRevision != 0 {
 			return wr.CompactRevision
 		}
@@ -279,7 +280,7 @@ func (s *Service) deleteCollection(ctx context.Context, prefix string, opts *com
 	plain := opts.GetLabelSelector() == "" && opts.GetFieldSelector() == "" && opts.GetLimit() == 0 &&
 		opts.GetContinueToken() == "" && opts.GetResourceVersion() == 0
 	if plain {
-		resp, err := s.client.Delete(ctx, prefix, clientv3.WithPrefix(), clientv3.WithPrevKV())
+		resp, err := s.etcdForPrefix(prefix).Delete(ctx, prefix, clientv3.WithPrefix(), clientv3.WithPrevKV())
 		if err != nil {
 			return nil, etcdErr(ctx, err)
 		}
@@ -308,13 +309,14 @@ func (s *Service) deleteCollection(ctx context.Context, prefix string, opts *com
 		rev int64
 		err error
 	}
+	cli := s.etcdForPrefix(prefix)
 	results := make([]result, len(res.kvs))
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range min(16, len(res.kvs)) {
 		wg.Go(func() {
 			for i := range work {
-				results[i].obj, results[i].rev, results[i].err = s.deleteIfMatches(ctx, res.kvs[i], res.sel)
+				results[i].obj, results[i].rev, results[i].err = s.deleteIfMatches(ctx, cli, res.kvs[i], res.sel)
 			}
 		})
 	}
@@ -339,10 +341,10 @@ func (s *Service) deleteCollection(ctx context.Context, prefix string, opts *com
 
 // deleteIfMatches deletes kv's key if the object there is still kv or still
 // matches sel. It returns nil when there was nothing to delete.
-func (s *Service) deleteIfMatches(ctx context.Context, kv *mvccpb.KeyValue, sel *selector) ([]byte, int64, error) {
+func (s *Service) deleteIfMatches(ctx context.Context, cli *clientv3.Client, kv *mvccpb.KeyValue, sel *selector) ([]byte, int64, error) {
 	key := string(kv.Key)
 	for {
-		resp, err := s.client.Txn(ctx).
+		resp, err := cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
 			Then(clientv3.OpDelete(key)).
 			Else(clientv3.OpGet(key)).

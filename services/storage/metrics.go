@@ -21,7 +21,9 @@ var (
 	etcdWatches = metrics.NewGaugeVec("storage", "etcd_watches",
 		"etcd watches open, by kind: shared (the watch cache, one per resource) or private.", "kind")
 	etcdRequests = metrics.NewHistogramVec("storage", "etcd_request_duration_seconds",
-		"Latency of etcd requests (each attempt), by etcd method and gRPC status code.", nil, "method", "code")
+		"Latency of etcd requests (each attempt), by etcd cluster (main, override-N), etcd method and gRPC status code.", nil, "backend", "method", "code")
+	etcdBackendInfo = metrics.NewGaugeVec("storage", "etcd_backend_info",
+		"The etcd clusters of --etcd-servers-overrides (1 each): backend (override-N, the name in etcd_request_duration_seconds) and endpoints.", "backend", "endpoints")
 )
 
 // trackWatch counts a Watch stream; call the result when it ends.
@@ -45,11 +47,11 @@ func trackHub(shared bool) (done func()) {
 // etcdMetricsDialOption times the unary etcd calls of the client
 // (KV Range/Txn/DeleteRange, ...): it runs inside the client's retry
 // interceptor, so each attempt is observed.
-func etcdMetricsDialOption() grpc.DialOption {
+func etcdMetricsDialOption(backend string) grpc.DialOption {
 	return grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		start := time.Now()
 		err := invoker(ctx, method, req, reply, cc, opts...)
-		etcdRequests.WithLabelValues(etcdMethod(method), status.Code(err).String()).Observe(time.Since(start).Seconds())
+		etcdRequests.WithLabelValues(backend, etcdMethod(method), status.Code(err).String()).Observe(time.Since(start).Seconds())
 		return err
 	})
 }

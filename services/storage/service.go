@@ -6,7 +6,8 @@
 // carries metadata.resourceVersion set to its etcd mod revision. etcd is
 // embedded (single member, in Config.DataDir) unless Config.EtcdEndpoints
 // names an external cluster, reached over TLS (with a client certificate)
-// when Config.EtcdTLS names the files.
+// when Config.EtcdTLS names the files. Config.EtcdServersOverrides sends
+// chosen groups or resources to clusters of their own (backends.go).
 package storage
 
 import (
@@ -16,12 +17,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 
 	"github.com/crdplane/crdplane/pkg/etcdtls"
@@ -39,6 +40,10 @@ type Config struct {
 	EtcdTLS etcdtls.Config
 	// DataDir is the embedded etcd's data directory (kept across restarts).
 	DataDir string
+	// EtcdServersOverrides route resources or groups to other etcd
+	// clusters (kube-apiserver's --etcd-servers-overrides; EtcdTLS applies
+	// to them too).
+	EtcdServersOverrides []EtcdOverride
 	// EtcdDialTimeout bounds connecting to etcd (default 5s).
 	EtcdDialTimeout time.Duration
 	// EtcdStartTimeout bounds the embedded etcd's start (default 60s).
@@ -74,6 +79,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.EtcdEndpoints = splitList(s)
 		return nil
 	})
+	fs.Func("etcd-servers-overrides", "per-resource etcd servers, comma separated, as kube-apiserver's: group/resource#servers, servers URLs separated by semicolons; "+
+		`group/*#servers routes every resource of a group (CRDs stay on the main cluster), e.g. "stable.example.com/*#http://etcd-b:2379;http://etcd-c:2379"; may be repeated`, func(s string) error {
+		o, err := ParseEtcdOverrides(s)
+		c.EtcdServersOverrides = append(c.EtcdServersOverrides, o...)
+		return err
+	})
 	c.EtcdTLS.RegisterFlags(fs)
 	fs.StringVar(&c.DataDir, "data-dir", "crdplane-data", "data directory of the embedded etcd")
 	fs.DurationVar(&c.EtcdDialTimeout, "etcd-dial-timeout", 5*time.Second, "timeout for connecting to etcd")
@@ -91,17 +102,24 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.WatchCacheSize, "watch-cache-size", 1024, "recent events per resource the watch cache keeps")
 }
 
-// Validate checks the configuration of a storage process: etcd TLS files
-// are for an external cluster.
+// Validate checks the configuration of a storage process: each resource
+// overridden once, etcd TLS files for external clusters.
 func (c *Config) Validate() error {
+	if err := checkOverrides(c.EtcdServersOverrides); err != nil {
+		return err
+	}
 	if !c.EtcdTLS.Enabled() {
 		return nil
 	}
-	if len(c.EtcdEndpoints) == 0 {
+	if len(c.EtcdEndpoints) == 0 && len(c.EtcdServersOverrides) == 0 {
 		return fmt.Errorf("etcd TLS files (--%s, --%s, --%s) are for an external etcd (--etcd-endpoints): the embedded etcd serves its clients in plain text",
 			etcdtls.CAFileFlag, etcdtls.CertFileFlag, etcdtls.KeyFileFlag)
 	}
-	return c.EtcdTLS.CheckEndpoints(c.EtcdEndpoints)
+	endpoints := slices.Clone(c.EtcdEndpoints)
+	for _, o := range c.EtcdServersOverrides {
+		endpoints = append(endpoints, o.Endpoints...)
+	}
+	return c.EtcdTLS.CheckEndpoints(endpoints)
 }
 
 func splitList(s string) []string {
@@ -141,7 +159,7 @@ type Service struct {
 
 	cfg     Config
 	log     *slog.Logger
-	client  *clientv3.Client
+	router  router        // the etcd clusters: main, and overrides
 	embed   *embeddedEtcd // nil with an external cluster
 	etcdLog etcdLogger
 
@@ -164,6 +182,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkOverrides(cfg.EtcdServersOverrides); err != nil {
+		return nil, err
+	}
 	tlsCfg, err := cfg.etcdTLS()
 	if err != nil {
 		return nil, err
@@ -178,34 +199,27 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		s.embed = e
 		endpoints = []string{e.endpoint}
 	}
-	client, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		TLS:         tlsCfg,
-		DialTimeout: cfg.EtcdDialTimeout,
-		DialOptions: []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler()), etcdMetricsDialOption()},
-		Logger:      etcdLog.Logger,
-		// Watches and leases detect a dead connection.
-		DialKeepAliveTime:    30 * time.Second,
-		DialKeepAliveTimeout: 10 * time.Second,
-		// etcd's default request limit is 1.5 MiB; lists can be much larger.
-		MaxCallSendMsgSize: 2 << 20,
-		MaxCallRecvMsgSize: 1 << 30,
-	})
+	mainTLS := tlsCfg
+	if s.embed != nil {
+		mainTLS = nil // plain text on its private socket; the TLS files are the overrides'
+	}
+	client, err := s.newEtcdClient("main", endpoints, mainTLS)
 	if err != nil {
 		s.closeEmbedded()
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
-	s.client = client
+	s.router.main = &backend{name: "main", endpoints: endpoints, client: client}
 	if s.embed == nil {
 		// The client connects lazily: a cluster that cannot be reached (or
 		// refuses the certificates) fails here, saying why.
-		cctx, cancel := context.WithTimeout(ctx, cfg.EtcdDialTimeout)
-		err := etcdtls.CheckConnection(cctx, client.ActiveConnection(), tlsCfg, endpoints)
-		cancel()
-		if err != nil {
+		if err := s.checkEtcd(ctx, client, mainTLS, endpoints); err != nil {
 			_ = client.Close()
-			return nil, fmt.Errorf("etcd %s: no connection within %s: %w", strings.Join(endpoints, ","), cfg.EtcdDialTimeout, err)
+			return nil, err
 		}
+	}
+	if err := s.connectOverrides(ctx, tlsCfg); err != nil {
+		_ = s.Close()
+		return nil, err
 	}
 	return s, nil
 }
@@ -227,11 +241,12 @@ func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	storagev1.RegisterStorageServiceServer(srv, s)
 }
 
-// Ready reports whether etcd answers a read.
+// Ready reports whether the main etcd answers a read (overrides' clusters
+// are not asked: backends.go).
 func (s *Service) Ready() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if _, err := s.client.Get(ctx, keyRoot+"health", clientv3.WithCountOnly()); err != nil {
+	if _, err := s.router.main.client.Get(ctx, keyRoot+"health", clientv3.WithCountOnly()); err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
 	return nil
@@ -239,17 +254,12 @@ func (s *Service) Ready() error {
 
 // Client is the etcd client the service uses (for leader election and the
 // like in the same process).
-func (s *Service) Client() *clientv3.Client { return s.client }
+func (s *Service) Client() *clientv3.Client { return s.router.main.client }
 
 // Close closes the etcd client and stops the embedded etcd.
 func (s *Service) Close() error {
 	s.etcdLog.silence()
-	var errs []error
-	if s.client != nil {
-		if err := s.client.Close(); err != nil && !errors.Is(err, context.Canceled) {
-			errs = append(errs, fmt.Errorf("close etcd client: %w", err))
-		}
-	}
+	errs := s.closeBackends()
 	s.closeEmbedded()
 	return errors.Join(errs...)
 }

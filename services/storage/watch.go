@@ -47,6 +47,7 @@ func (s *Service) watch(ctx context.Context, req *storagev1.WatchRequest, send s
 	if req.GetResourceVersion() < 0 {
 		return apierrors.NewBadRequest("resourceVersion must not be negative")
 	}
+	cli := s.etcdForPrefix(req.GetPrefix())
 	// Without a leader, etcd would leave the watch silent: cancel it instead.
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
@@ -58,11 +59,11 @@ func (s *Service) watch(ctx context.Context, req *storagev1.WatchRequest, send s
 		if rev > 0 {
 			// Initial events as of a revision not reached yet: wait for it
 			// as upstream's watch cache does (3s), then 504.
-			if _, err := s.waitRevision(ctx, uint64(rev)); err != nil {
+			if _, err := s.waitRevision(ctx, cli, uint64(rev)); err != nil {
 				return err
 			}
 		}
-		if rev, err = s.sendInitialEvents(ctx, req.GetPrefix(), rev, sel, send); err != nil {
+		if rev, err = s.sendInitialEvents(ctx, cli, req.GetPrefix(), rev, sel, send); err != nil {
 			return err
 		}
 		if err := send(bookmark(rev)); err != nil {
@@ -73,7 +74,7 @@ func (s *Service) watch(ctx context.Context, req *storagev1.WatchRequest, send s
 		// carry; a watch from a revision still to come waits for it
 		// silently (as upstream's) and has no bookmark before the store
 		// reaches it.
-		resp, err := s.client.Get(ctx, keyRoot, clientv3.WithCountOnly())
+		resp, err := cli.Get(ctx, keyRoot, clientv3.WithCountOnly())
 		if err != nil {
 			return etcdErr(ctx, err)
 		}
@@ -89,7 +90,7 @@ func (s *Service) watch(ctx context.Context, req *storagev1.WatchRequest, send s
 
 // sendInitialEvents sends an ADDED event for every matching object at rev
 // (0: the latest revision) and returns the revision read.
-func (s *Service) sendInitialEvents(ctx context.Context, prefix string, rev int64, sel *selector, send sendFunc) (int64, error) {
+func (s *Service) sendInitialEvents(ctx context.Context, cli *clientv3.Client, prefix string, rev int64, sel *selector, send sendFunc) (int64, error) {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	from := prefix
 	for {
@@ -97,10 +98,10 @@ func (s *Service) sendInitialEvents(ctx context.Context, prefix string, rev int6
 		if rev > 0 {
 			ops = append(ops, clientv3.WithRev(rev))
 		}
-		resp, err := s.client.Get(ctx, from, ops...)
+		resp, err := cli.Get(ctx, from, ops...)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrCompacted) {
-				return 0, errTooOld(rev, s.compactRevision(ctx))
+				return 0, errTooOld(rev, s.compactRevision(ctx, cli))
 			}
 			return 0, s.readErr(ctx, err, rev, false)
 		}

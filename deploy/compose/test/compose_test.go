@@ -60,6 +60,7 @@ func TestCompose(t *testing.T) {
 
 	s.kubectlScenario()
 	s.mtlsRefusals()
+	s.groupIsolation()
 
 	l := newLoad(t, s.Kubeconfig)
 	l.start(workers)
