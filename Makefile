@@ -282,6 +282,20 @@ bench-scale: $(UPSTREAM_BIN)
 		$(GO) test -count=1 -run '^TestScale$$' -v -timeout 180m . 2>&1 | grep -v -E '^\s+[IWE][0-9]{4} ' ; exit $${PIPESTATUS[0]}
 	$(GO) run ./bench/scale/plot -out bench/scale/results $$(ls -t bench/scale/results/*.csv | head -1)
 
+## bench-list: issue 17's large-object benchmark (bench/upstream
+## TestLargeList): a fresh server of each of LIST_SERVERS, one CRD and
+## LIST_OBJECTS custom resources of ~1 KiB; RSS and heap idle, LIST by pages
+## of 500 (time, page latency, peak RSS), a resourceVersion=0 list, a watch.
+## Results in bench/scale/results/list-<time>.json.
+LIST_OBJECTS ?= 100000
+LIST_SERVERS ?= crdplane,upstream
+.PHONY: bench-list
+bench-list: $(UPSTREAM_BIN)
+	$(GO) build -o $(BIN)/crdplane ./cmd/crdplane
+	cd bench/upstream && CRDPLANE_LIST_OBJECTS=$(LIST_OBJECTS) CRDPLANE_LIST_SERVERS=$(LIST_SERVERS) CRDPLANE_LIST_DATA=$${CRDPLANE_LIST_DATA:-/dev/shm} \
+		UPSTREAM_BIN=$(UPSTREAM_BIN) CRDPLANE_BIN=$(BIN)/crdplane \
+		$(GO) test -count=1 -run '^TestLargeList$$' -v -timeout 120m . 2>&1 | grep -v -E '^\s+[IWE][0-9]{4} ' ; exit $${PIPESTATUS[0]}
+
 ## bench-scale-race: e2e's TestConcurrentCRDCreates (issue 17 item 5: CRD
 ## creates, duplicates, name conflicts and deletes from 32 clients against
 ## a sequential replay) at RACE_OPS operations (make test runs 300).
