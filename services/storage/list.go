@@ -22,6 +22,13 @@ import (
 // maxPageSize bounds one etcd range read of a filtered, paginated list.
 const maxPageSize = 10000
 
+// unpagedChunk is the etcd range read of a list without a limit: about
+// 5 MiB of 1 KiB objects a read. Smaller chunks cost time (each read
+// counts the rest of the range: BenchmarkListUnpaged, 20,000 objects:
+// 1,000 a read 1.5× the time of one read, 5,000 1.1×). A variable for that
+// benchmark.
+var unpagedChunk int64 = 5000
+
 // listItemSlack bounds what setting metadata.resourceVersion adds to a
 // stored object (`"metadata":{"resourceVersion":"<int64>"},`).
 const listItemSlack = 64
@@ -113,16 +120,19 @@ func (s *Service) list(ctx context.Context, prefix string, opts *commonv1.ListOp
 	}
 
 	end := clientv3.GetPrefixRangeEnd(prefix)
+	// An unpaginated list reads etcd in chunks too, all at the first
+	// chunk's revision: one range of every object would hold the whole
+	// collection several times over in etcd and its client at once.
 	pageSize := limit
+	if !paging {
+		pageSize = unpagedChunk
+	}
 	res := &listResult{sel: sel}
 	var lastKey []byte
 	hasMore := false
 	var count int64
 	for first := true; ; first = false {
-		ops := []clientv3.OpOption{clientv3.WithRange(end)}
-		if paging {
-			ops = append(ops, clientv3.WithLimit(pageSize))
-		}
+		ops := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(pageSize)}
 		if withRev > 0 {
 			ops = append(ops, clientv3.WithRev(withRev))
 		}
@@ -161,14 +171,16 @@ func (s *Service) list(ctx context.Context, prefix string, opts *commonv1.ListOp
 				res.edits = append(res.edits, e)
 			}
 		}
-		if !hasMore || !paging || int64(len(res.kvs)) >= limit {
+		if !hasMore || paging && int64(len(res.kvs)) >= limit {
 			break
 		}
 		if len(resp.Kvs) == 0 {
 			return nil, apierrors.NewInternalError(errors.New("etcd returned no keys but reported more"))
 		}
-		// The selector filtered some out: read on, in growing pages.
-		pageSize = min(pageSize*2, maxPageSize)
+		if paging {
+			// The selector filtered some out: read on, in growing pages.
+			pageSize = min(pageSize*2, maxPageSize)
+		}
 		from = string(lastKey) + "\x00"
 	}
 	res.rev = withRev

@@ -3,8 +3,11 @@ package storage
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
@@ -331,5 +334,75 @@ func TestDeleteCollection(t *testing.T) {
 	resp, err = e.client.DeleteCollection(ctx, &storagev1.DeleteCollectionRequest{Prefix: prefix + "zzz/", Options: &commonv1.ListOptions{LabelSelector: "parity"}})
 	if err != nil || len(resp.Objects) != 0 {
 		t.Fatalf("empty delete collection: %v %v", resp, err)
+	}
+}
+
+// TestListUnpagedChunks: a list without a limit reads etcd in chunks of
+// unpagedChunk, all at one revision, and answers every object in one
+// response without a continue token.
+func TestListUnpagedChunks(t *testing.T) {
+	e := sharedWith(t, "default")
+	g := testGroup()
+	prefix := "/registry/" + g + "/crontabs/default/"
+	ctx := ctxT(t)
+	n := 2*int(unpagedChunk) + 37
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for w := range 16 {
+		wg.Go(func() {
+			for i := w; i < n; i += 16 {
+				name := fmt.Sprintf("c%05d", i)
+				if _, err := e.client.Create(ctx, &storagev1.CreateRequest{Key: prefix + name, Object: object(name, "default", nil, nil)}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	ranges := func() uint64 {
+		var m dto.Metric
+		if err := etcdRequests.WithLabelValues("main", "KV/Range", "OK").(prometheus.Histogram).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount()
+	}
+	before := ranges()
+	resp, err := e.client.List(ctx, &storagev1.ListRequest{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The etcd reads of the list: one per chunk (others may read beside
+	// it, none in this test's sequential run but the odd stray).
+	if reads := ranges() - before; reads < 3 || reads > 5 {
+		t.Errorf("the list took %d etcd range reads, want 3 (chunks of %d)", reads, unpagedChunk)
+	}
+	if len(resp.Objects) != n || resp.ContinueToken != "" || resp.RemainingItemCount != nil {
+		t.Fatalf("%d objects, continue %q, remaining %v; want %d, none", len(resp.Objects), resp.ContinueToken, resp.RemainingItemCount, n)
+	}
+	got := names(t, resp.Objects)
+	for i, name := range got {
+		if want := fmt.Sprintf("c%05d", i); name != want {
+			t.Fatalf("object %d is %s, want %s", i, name, want)
+		}
+		if rv := rvOf(t, resp.Objects[i]); rv > resp.ResourceVersion {
+			t.Fatalf("object %s at %d, after the list's revision %d", name, rv, resp.ResourceVersion)
+		}
+	}
+	// A list at the revision of the first: the same objects, though more
+	// were written since.
+	if _, err := e.client.Create(ctx, &storagev1.CreateRequest{Key: prefix + "z-later", Object: object("z-later", "default", nil, nil)}); err != nil {
+		t.Fatal(err)
+	}
+	at, err := e.client.List(ctx, &storagev1.ListRequest{Prefix: prefix, Options: &commonv1.ListOptions{ResourceVersion: resp.ResourceVersion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(at.Objects) != n || at.ResourceVersion != resp.ResourceVersion {
+		t.Fatalf("list at %d: %d objects at %d", resp.ResourceVersion, len(at.Objects), at.ResourceVersion)
 	}
 }
