@@ -101,12 +101,7 @@ func run(args []string) error {
 	dataDir := fs.String("data-dir", ".run/etcd", "embedded etcd data directory (kept across restarts)")
 	etcd := fs.String("etcd-endpoints", "", "comma-separated external etcd endpoints (instead of the embedded etcd)")
 	var overrides []storage.EtcdOverride
-	fs.Func("etcd-servers-overrides", "per-resource etcd servers, comma separated, as kube-apiserver's: group/resource#servers, servers URLs separated by semicolons; "+
-		"group/*#servers routes every resource of a group (CRDs stay on the main cluster); may be repeated", func(s string) error {
-		o, err := storage.ParseEtcdOverrides(s)
-		overrides = append(overrides, o...)
-		return err
-	})
+	storage.RegisterOverridesFlag(fs, &overrides)
 	var etcdTLS etcdtls.Config
 	etcdTLS.RegisterFlags(fs)
 	kubeconfig := fs.String("kubeconfig", ".run/kubeconfig", "where to write a kubeconfig for this server")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"slices"
 	"strings"
@@ -45,6 +46,18 @@ type EtcdOverride struct {
 // String is the override in the flag's format.
 func (o EtcdOverride) String() string {
 	return o.Resource.Group + "/" + o.Resource.Resource + "#" + strings.Join(o.Endpoints, ";")
+}
+
+// RegisterOverridesFlag adds --etcd-servers-overrides to fs; each value
+// (it may be repeated) appends its overrides to dst. crdplane-storage and
+// crdplane run share it.
+func RegisterOverridesFlag(fs *flag.FlagSet, dst *[]EtcdOverride) {
+	fs.Func("etcd-servers-overrides", "per-resource etcd servers, comma separated, as kube-apiserver's: group/resource#servers, servers URLs separated by semicolons; "+
+		`group/*#servers routes every resource of a group (CRDs stay on the main cluster), e.g. "stable.example.com/*#http://etcd-b:2379;http://etcd-c:2379"; may be repeated`, func(s string) error {
+		o, err := ParseEtcdOverrides(s)
+		*dst = append(*dst, o...)
+		return err
+	})
 }
 
 // errOverridesInvalid is upstream's wording (k8s.io/apiserver

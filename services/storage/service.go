@@ -79,12 +79,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.EtcdEndpoints = splitList(s)
 		return nil
 	})
-	fs.Func("etcd-servers-overrides", "per-resource etcd servers, comma separated, as kube-apiserver's: group/resource#servers, servers URLs separated by semicolons; "+
-		`group/*#servers routes every resource of a group (CRDs stay on the main cluster), e.g. "stable.example.com/*#http://etcd-b:2379;http://etcd-c:2379"; may be repeated`, func(s string) error {
-		o, err := ParseEtcdOverrides(s)
-		c.EtcdServersOverrides = append(c.EtcdServersOverrides, o...)
-		return err
-	})
+	RegisterOverridesFlag(fs, &c.EtcdServersOverrides)
 	c.EtcdTLS.RegisterFlags(fs)
 	fs.StringVar(&c.DataDir, "data-dir", "crdplane-data", "data directory of the embedded etcd")
 	fs.DurationVar(&c.EtcdDialTimeout, "etcd-dial-timeout", 5*time.Second, "timeout for connecting to etcd")
