@@ -134,32 +134,11 @@ func runLargeList(ctx context.Context, t *testing.T, name string, n int) (r List
 			r.Error = err.Error()
 		}
 	}()
-	dir := t.TempDir()
-	if root := os.Getenv("CRDPLANE_LIST_DATA"); root != "" {
-		if dir, err = os.MkdirTemp(root, "list-"); err != nil {
-			return r, err
-		}
-		defer func() { _ = os.RemoveAll(dir) }()
-	}
-	var extra []string
-	var ops string
-	if name != "upstream" {
-		addr, err := freeAddr()
-		if err != nil {
-			return r, err
-		}
-		extra = []string{"--ops-listen", addr, "--profiling"} // profiling: the forced collection of memory()
-		ops = "http://" + addr
-	}
-	tg, stop, err := StartOne(ctx, name, filepath.Join(dir, name), extra...)
+	s, stop, err := startMeasured(ctx, t, name, "CRDPLANE_LIST_DATA", "list-")
 	if err != nil {
 		return r, err
 	}
 	defer stop()
-	s := &scaleServer{Target: tg, ops: ops, dir: dir}
-	if _, err := s.Settle(ctx, 0.05, 2*time.Second, time.Minute); err != nil {
-		return r, err
-	}
 	if r.BaseRSS, r.BaseHeap, err = s.memory(ctx); err != nil {
 		return r, err
 	}

@@ -197,6 +197,44 @@ type scaleServer struct {
 	dir        string
 }
 
+// startMeasured starts one server for a measurement, in a temporary data
+// directory (under $dataEnv when it is set, e.g. /dev/shm), crdplane with
+// its ops port and profiling (the forced collection of memory()), and
+// waits until its CPU settles. stop stops it and removes the directory.
+func startMeasured(ctx context.Context, t *testing.T, name, dataEnv, prefix string) (s *scaleServer, stop func(), err error) {
+	dir := t.TempDir()
+	cleanup := func() {}
+	if root := os.Getenv(dataEnv); root != "" {
+		if dir, err = os.MkdirTemp(root, prefix); err != nil {
+			return nil, nil, err
+		}
+		cleanup = func() { _ = os.RemoveAll(dir) }
+	}
+	var extra []string
+	var ops string
+	if name != "upstream" {
+		addr, err := freeAddr()
+		if err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		extra = []string{"--ops-listen", addr, "--profiling"}
+		ops = "http://" + addr
+	}
+	tg, stopServer, err := StartOne(ctx, name, filepath.Join(dir, name), extra...)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	stop = func() { stopServer(); cleanup() }
+	s = &scaleServer{Target: tg, ops: ops, dir: dir}
+	if _, err := s.Settle(ctx, 0.05, 2*time.Second, time.Minute); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return s, stop, nil
+}
+
 func runScale(ctx context.Context, t *testing.T, name string, n int, capDur time.Duration) (r ScaleResult, err error) {
 	r = ScaleResult{Server: name, N: n, Time: time.Now().UTC(), LoadStart: loadavg(),
 		EstablishedSeconds: -1, APIResourcesSeconds: -1, DiscoverySeconds: -1, OpenAPISeconds: -1, DeleteSeconds: -1}
@@ -206,33 +244,12 @@ func runScale(ctx context.Context, t *testing.T, name string, n int, capDur time
 			r.Error = err.Error()
 		}
 	}()
-	dir := t.TempDir()
-	if root := os.Getenv("CRDPLANE_SCALE_DATA"); root != "" {
-		if dir, err = os.MkdirTemp(root, "scale-"); err != nil {
-			return r, err
-		}
-		defer func() { _ = os.RemoveAll(dir) }()
-	}
-	var extra []string
-	var ops string
-	if name != "upstream" {
-		addr, err := freeAddr()
-		if err != nil {
-			return r, err
-		}
-		extra = []string{"--ops-listen", addr, "--profiling"}
-		ops = "http://" + addr
-	}
-	tg, stop, err := StartOne(ctx, name, filepath.Join(dir, name), extra...)
+	s, stop, err := startMeasured(ctx, t, name, "CRDPLANE_SCALE_DATA", "scale-")
 	if err != nil {
 		return r, err
 	}
 	defer stop()
-	s := &scaleServer{Target: tg, ops: ops, dir: dir}
-	if s.kubeconfig, err = writeKubeconfig(dir, tg); err != nil {
-		return r, err
-	}
-	if _, err := s.Settle(ctx, 0.05, 2*time.Second, time.Minute); err != nil {
+	if s.kubeconfig, err = writeKubeconfig(s.dir, s.Target); err != nil {
 		return r, err
 	}
 	if r.BaseRSS, r.BaseHeap, err = s.memory(ctx); err != nil {

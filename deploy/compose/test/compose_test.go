@@ -317,7 +317,10 @@ type result struct {
 	err   error // nil: 201 Created
 }
 
-func newLoad(t *testing.T, kubeconfig string) *load {
+// kubeClient is an HTTP client with kubeconfig's credentials, and the
+// server's URL without a trailing slash.
+func kubeClient(t testing.TB, kubeconfig string) (*http.Client, string) {
+	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -326,7 +329,12 @@ func newLoad(t *testing.T, kubeconfig string) *load {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &load{t: t, client: client, url: strings.TrimSuffix(cfg.Host, "/") + "/apis/stable.example.com/v1/namespaces/default/crontabs"}
+	return client, strings.TrimSuffix(cfg.Host, "/")
+}
+
+func newLoad(t *testing.T, kubeconfig string) *load {
+	client, host := kubeClient(t, kubeconfig)
+	return &load{t: t, client: client, url: host + "/apis/stable.example.com/v1/namespaces/default/crontabs"}
 }
 
 func (l *load) start(workers int) {

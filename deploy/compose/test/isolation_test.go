@@ -8,9 +8,6 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // groupIsolation checks storage by group across etcd clusters: the
@@ -92,17 +89,11 @@ func (s *stack) groupIsolation() {
 	t.Log("group isolation passed")
 }
 
+// restClient is an HTTP client with the stack's kubeconfig credentials,
+// and the server's URL.
 func (s *stack) restClient() (*http.Client, string) {
 	s.t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	client, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return client, strings.TrimSuffix(cfg.Host, "/")
+	return kubeClient(s.t, s.Kubeconfig)
 }
 
 func (s *stack) createCronTab(name string) {
