@@ -5,6 +5,7 @@
 #
 #   FUZZTIME          per target (a duration, or Nx for N executions); 30s
 #   FUZZ              only the targets whose name matches this regexp
+#   FUZZSKIP          none of the targets whose name matches this regexp
 #   FUZZPARALLEL      fuzzing workers per target (go test -parallel); 1
 #   FUZZSLOW          a regexp of targets whose test binary takes most of a
 #                     short FUZZTIME to start and gather its baseline
@@ -51,6 +52,9 @@ targets=()
 while IFS= read -r file; do
 	dir=$(dirname "$file")
 	for name in $(grep -oE '^func Fuzz[A-Za-z0-9_]+\(f \*testing\.F\)' "$file" | sed -E 's/^func (Fuzz[A-Za-z0-9_]+).*/\1/'); do
+		if [[ -n "${FUZZSKIP:-}" && "$name" =~ $FUZZSKIP ]]; then
+			continue
+		fi
 		if [[ -z "${FUZZ:-}" || "$name" =~ $FUZZ ]]; then
 			targets+=("$dir:$name")
 		fi
