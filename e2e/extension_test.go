@@ -65,8 +65,10 @@ type extensionEnv struct {
 	crdplane   *server
 	crdplaneCA []byte
 	crdplaneAs map[string]*server
-	// metrics is crdplane's --ops-listen URL.
-	metrics string
+	// metrics is crdplane's --ops-listen URL; auditLog its audit log
+	// (every request at level Metadata).
+	metrics  string
+	auditLog string
 	// clientCA signs the front's client certificates (--client-ca-file),
 	// proxyCA the front proxy's (--requestheader-client-ca-file).
 	clientCA, proxyCA  *localpki.PKI
@@ -227,6 +229,7 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}]
 	// crdplane's own identity, nothing else about the front.
 	crdplaneKC := writeKubeconfig(t, filepath.Join(env.dir, "crdplane-to-front.kubeconfig"), env.front, env.frontCA, extensionTokens["crdplane"])
 	env.metrics = "http://" + freeAddr(t)
+	env.auditLog = filepath.Join(env.dir, "crdplane-audit.log")
 	listen, hosts := "127.0.0.1:0", "crdplane.default.svc"
 	if endpointIP != "" {
 		listen, hosts = net.JoinHostPort(endpointIP, "0"), hosts+","+endpointIP
@@ -237,6 +240,8 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}]
 		"--authentication-kubeconfig", crdplaneKC,
 		"--authorization-kubeconfig", crdplaneKC,
 		"--authorization-mode", "Webhook",
+		"--audit-policy-file", write("audit-policy.yaml", []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules: [{level: Metadata}]\n")),
+		"--audit-log-path", env.auditLog,
 		"--ops-listen", strings.TrimPrefix(env.metrics, "http://"))
 	kc, err := clientcmd.LoadFromFile(env.crdplane.Kubeconfig)
 	if err != nil {
@@ -430,6 +435,26 @@ spec: {cronSpec: "* * * * */1", image: watched-image, replicas: 1}
 	if errOut := bob.fails(t, "get", "crontabs"); !strings.Contains(errOut, "Error from server (Forbidden): "+wantMsg) {
 		t.Errorf("bob through the front: %s", errOut)
 	}
+	// The front decided: bob's request never reached crdplane (its audit
+	// log, written before each response completes, has alice's requests
+	// through the front and none of bob's), as upstream's aggregator
+	// authorizes before it proxies.
+	bobEvents := func() (bob, alice int) {
+		for _, e := range readAuditLog(t, env.auditLog) {
+			if e.ObjectRef != nil && e.ObjectRef.Resource == "crontabs" {
+				switch e.User.Username {
+				case "bob":
+					bob++
+				case "alice":
+					alice++
+				}
+			}
+		}
+		return bob, alice
+	}
+	if b, a := bobEvents(); b != 0 || a == 0 {
+		t.Errorf("crdplane's audit log after bob's denial at the front: %d events of bob's (want none), %d of alice's", b, a)
+	}
 	// bob on crdplane directly: crdplane reviews his token at the front
 	// and asks the front (SubjectAccessReview), whose denial and reason
 	// it answers with, byte for byte the front's own 403.
@@ -441,6 +466,11 @@ spec: {cronSpec: "* * * * */1", image: watched-image, replicas: 1}
 	}
 	if errOut := env.crdplaneAs["bob"].fails(t, "get", "crontabs"); !strings.Contains(errOut, "Error from server (Forbidden): "+wantMsg) {
 		t.Errorf("bob on crdplane: %s", errOut)
+	}
+	// Sent to crdplane directly, bob's requests are crdplane's to refuse,
+	// and its log has them.
+	if b, _ := bobEvents(); b < 2 {
+		t.Errorf("crdplane's audit log after bob's direct requests: %d events of bob's", b)
 	}
 	// A token the front does not know: 401 from crdplane as from the front.
 	frontCode, frontBody = env.raw(t, env.front, "GET", list, "nobody-token", nil, nil)
