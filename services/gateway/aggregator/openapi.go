@@ -1,6 +1,7 @@
 package aggregator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -114,13 +115,18 @@ func (a *Aggregator) serveOpenAPIIndex(w http.ResponseWriter, r *http.Request, n
 		return
 	}
 	for k, v := range res.Header {
-		// the local index's validators are not the merged one's
-		if k != "Content-Length" && k != "Etag" && k != "Last-Modified" {
+		// the local index's validators and type are not the merged one's
+		switch k {
+		case "Content-Length", "Content-Type", "Etag", "Last-Modified", "Accept-Ranges":
+		default:
 			w.Header()[k] = v
 		}
 	}
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(merged)
+	// as kube-aggregator's specProxier serves it (v1.33): net/http's
+	// ServeContent, modified now, no ETag, and no Content-Type set, so
+	// that ServeContent sniffs it ("text/plain; charset=utf-8"); ranges
+	// and If-Modified-Since answered as ServeContent answers them
+	http.ServeContent(w, r, "/openapi/v3", time.Now(), bytes.NewReader(merged))
 }
 
 // dropConditions removes a request's conditional headers (RFC 7232 and
