@@ -276,7 +276,7 @@ func (r *Runner) request(ctx context.Context, f *File, id string, st Step, sides
 }
 
 // headersCompared are the response headers clients read.
-var headersCompared = []string{"Content-Type", "Warning", "Location", "Retry-After", "Vary", "Cache-Control"}
+var headersCompared = []string{"Content-Type", "Warning", "Location", "Retry-After", "Vary", "Cache-Control", "Accept-Ranges", "Content-Range"}
 
 func (s *side) render(resp *http.Response, b []byte, req *Request, reqBody []byte) string {
 	norm := s.norm.forRequest(reqBody)

@@ -231,6 +231,10 @@ func (e *Edge) serve(w http.ResponseWriter, r *http.Request) {
 	if ServeSelfSubjectReview(w, r, u) {
 		return
 	}
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && isOpenAPIDocument(r.URL.Path) {
+		serveOpenAPI(w, r, e.Next)
+		return
+	}
 	e.Next.ServeHTTP(w, r)
 }
 
