@@ -117,7 +117,7 @@ func (a *Aggregator) serveOpenAPIIndex(w http.ResponseWriter, r *http.Request, n
 	for k, v := range res.Header {
 		// the local index's validators and type are not the merged one's
 		switch k {
-		case "Content-Length", "Content-Type", "Etag", "Last-Modified", "Accept-Ranges":
+		case "Content-Length", "Content-Type", "Etag", "Last-Modified":
 		default:
 			w.Header()[k] = v
 		}

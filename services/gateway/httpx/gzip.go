@@ -205,31 +205,39 @@ func openAPIHeaders(w http.ResponseWriter, r *http.Request) (http.ResponseWriter
 		gw := &gzipWriter{ResponseWriter: w, threshold: openAPIV2MinSize - 1, level: gzip.DefaultCompression, varied: true}
 		return gw, gw.close
 	case strings.HasPrefix(r.URL.Path, "/openapi/v3/"):
-		return &varyAcceptWriter{ResponseWriter: w}, func() {}
+		return &headerHook{ResponseWriter: w, hook: varyAccept}, func() {}
 	}
 	return w, func() {}
 }
 
-// varyAcceptWriter adds Vary: Accept to a response with a Content-Type (a
+// varyAccept adds Vary: Accept to a response with a Content-Type (a
 // document; the empty answer for a group version not served has none, as
 // upstream's, which writes nothing there) and to a 304 (a document the
 // client has: no Content-Type, as ServeContent's).
-type varyAcceptWriter struct {
+func varyAccept(h http.Header, code int) {
+	if h.Get("Content-Type") != "" || code == http.StatusNotModified {
+		h.Add("Vary", "Accept")
+	}
+}
+
+// headerHook is a ResponseWriter that calls hook once, with the status
+// code, just before the header is sent (by WriteHeader or the first
+// Write).
+type headerHook struct {
 	http.ResponseWriter
+	hook func(h http.Header, code int)
 	done bool
 }
 
-func (w *varyAcceptWriter) WriteHeader(code int) {
+func (w *headerHook) WriteHeader(code int) {
 	if !w.done {
 		w.done = true
-		if w.Header().Get("Content-Type") != "" || code == http.StatusNotModified {
-			w.Header().Add("Vary", "Accept")
-		}
+		w.hook(w.Header(), code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *varyAcceptWriter) Write(p []byte) (int, error) {
+func (w *headerHook) Write(p []byte) (int, error) {
 	if !w.done {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -237,7 +245,7 @@ func (w *varyAcceptWriter) Write(p []byte) (int, error) {
 }
 
 // Unwrap is for http.ResponseController.
-func (w *varyAcceptWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *headerHook) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // acceptsGzipQ is the gzip handler's reading of Accept-Encoding: gzip
 // with a q-value above 0.

@@ -31,7 +31,7 @@ func isOpenAPIDocument(path string) bool {
 // group version, pass as they are).
 func serveOpenAPI(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	if r.Header.Get("Range") == "" {
-		aw := &acceptRangesWriter{ResponseWriter: w}
+		aw := &headerHook{ResponseWriter: w, hook: acceptRanges}
 		next.ServeHTTP(aw, r)
 		if !aw.done {
 			// nothing written (a HEAD): the implicit 200 is still to be
@@ -46,11 +46,10 @@ func serveOpenAPI(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	whole.Method = http.MethodGet
 	whole.Header.Del("Range")
 	whole.Header.Del("If-Range")
-	rec := &documentRecorder{header: http.Header{}}
+	// (not httptest's recorder: it sniffs a Content-Type for an answer
+	// without one, such as the empty answer of an unknown group version)
+	rec := &documentRecorder{header: http.Header{}, code: http.StatusOK}
 	next.ServeHTTP(rec, whole)
-	if rec.code == 0 {
-		rec.code = http.StatusOK
-	}
 	for k, v := range rec.header {
 		if k != "Content-Length" {
 			w.Header()[k] = v
@@ -65,82 +64,46 @@ func serveOpenAPI(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	if lm := rec.header.Get("Last-Modified"); lm != "" {
 		modified, _ = http.ParseTime(lm)
 	}
-	http.ServeContent(&defaultCacheControlWriter{ResponseWriter: w}, r, "", modified, bytes.NewReader(rec.body.Bytes()))
+	http.ServeContent(&headerHook{ResponseWriter: w, hook: defaultCacheControl}, r, "", modified, bytes.NewReader(rec.body.Bytes()))
 }
 
-// defaultCacheControlWriter gives an answer without Cache-Control the
-// default one: ServeContent drops the document's (and its ETag and
-// Last-Modified) from a 416, which upstream then answers with
-// `Cache-Control: no-cache, private` (compared with apiextensions-apiserver
-// v1.33, also for a document addressed by hash, whose Expires stays).
-type defaultCacheControlWriter struct {
-	http.ResponseWriter
-	done bool
-}
-
-func (w *defaultCacheControlWriter) WriteHeader(code int) {
-	if !w.done {
-		w.done = true
-		if w.Header().Get("Cache-Control") == "" {
-			w.Header().Set("Cache-Control", "no-cache, private")
-		}
+// defaultCacheControl gives an answer without Cache-Control the default
+// one: ServeContent drops the document's (and its ETag and Last-Modified)
+// from a 416, which upstream then answers with `Cache-Control: no-cache,
+// private` (compared with apiextensions-apiserver v1.33, also for a
+// document addressed by hash, whose Expires stays).
+func defaultCacheControl(h http.Header, _ int) {
+	if h.Get("Cache-Control") == "" {
+		h.Set("Cache-Control", "no-cache, private")
 	}
-	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *defaultCacheControlWriter) Write(b []byte) (int, error) {
-	if !w.done {
-		w.WriteHeader(http.StatusOK)
+// acceptRanges adds Accept-Ranges: bytes to a 200 with a body type (a
+// document), as ServeContent does.
+func acceptRanges(h http.Header, code int) {
+	if code == http.StatusOK && h.Get("Content-Type") != "" {
+		h.Set("Accept-Ranges", "bytes")
 	}
-	return w.ResponseWriter.Write(b)
 }
 
-func (w *defaultCacheControlWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// acceptRangesWriter adds Accept-Ranges: bytes to a 200 with a body type
-// (a document), as ServeContent does.
-type acceptRangesWriter struct {
-	http.ResponseWriter
-	done bool
-}
-
-func (w *acceptRangesWriter) WriteHeader(code int) {
-	if !w.done {
-		w.done = true
-		if code == http.StatusOK && w.Header().Get("Content-Type") != "" {
-			w.Header().Set("Accept-Ranges", "bytes")
-		}
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *acceptRangesWriter) Write(b []byte) (int, error) {
-	if !w.done {
-		w.WriteHeader(http.StatusOK)
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *acceptRangesWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// documentRecorder keeps a whole answer of next in memory.
+// documentRecorder keeps a whole answer of next in memory: its header,
+// its first status code (200 unless it wrote another) and its body.
 type documentRecorder struct {
-	header http.Header
-	code   int
-	body   bytes.Buffer
+	header  http.Header
+	code    int
+	written bool
+	body    bytes.Buffer
 }
 
 func (r *documentRecorder) Header() http.Header { return r.header }
 
 func (r *documentRecorder) WriteHeader(code int) {
-	if r.code == 0 {
-		r.code = code
+	if !r.written {
+		r.written, r.code = true, code
 	}
 }
 
 func (r *documentRecorder) Write(b []byte) (int, error) {
-	if r.code == 0 {
-		r.code = http.StatusOK
-	}
+	r.written = true
 	return r.body.Write(b)
 }

@@ -29,7 +29,7 @@ func TestServeOpenAPIAsServeContent(t *testing.T) {
 		// Cache-Control, ServeContent's 416, the default one: seen on
 		// apiextensions-apiserver v1.33, and compared in the oracle's
 		// 190-crd-discovery-openapi)
-		http.ServeContent(&defaultCacheControlWriter{ResponseWriter: w}, r, "/openapi/v3", modified, strings.NewReader(doc))
+		http.ServeContent(&headerHook{ResponseWriter: w, hook: defaultCacheControl}, r, "/openapi/v3", modified, strings.NewReader(doc))
 	})
 	// the gateway's handler: conditions evaluated, the whole document
 	// or a 304/412, never a range
@@ -109,11 +109,22 @@ func TestServeOpenAPIAsServeContent(t *testing.T) {
 
 	// an answer without a body type (a group version without a
 	// document: 200, nothing written) gets no Accept-Ranges
-	empty := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	for _, header := range [][]string{nil, {"Range", "bytes=0-9"}} {
-		r := httptest.NewRequest(http.MethodGet, "/openapi/v3/apis/nope.example.com/v1", nil)
+	// (nothing written at all, or an explicit 200 without a body)
+	empty := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("explicit") {
+			w.WriteHeader(http.StatusOK)
+		}
+	})
+	for _, header := range [][]string{nil, {"Range", "bytes=0-9"}, {"explicit", ""}, {"explicit", "", "Range", "bytes=0-9"}} {
+		target := "/openapi/v3/apis/nope.example.com/v1"
+		if slices.Contains(header, "explicit") {
+			target += "?explicit"
+		}
+		r := httptest.NewRequest(http.MethodGet, target, nil)
 		for i := 0; i+1 < len(header); i += 2 {
-			r.Header.Set(header[i], header[i+1])
+			if header[i] != "explicit" {
+				r.Header.Set(header[i], header[i+1])
+			}
 		}
 		rec := httptest.NewRecorder()
 		serveOpenAPI(rec, r, empty)
