@@ -18,6 +18,7 @@ import (
 
 	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/fieldmanager"
+	"github.com/crdplane/crdplane/pkg/jsondec"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
 	"github.com/crdplane/crdplane/pkg/structural"
@@ -25,7 +26,6 @@ import (
 	converterv1 "github.com/crdplane/crdplane/proto/crdplane/converter/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
 	"github.com/crdplane/crdplane/services/validator/celrules"
-	"github.com/crdplane/crdplane/services/validator/internal/jsondec"
 	"github.com/crdplane/crdplane/services/validator/internal/jsonenc"
 )
 

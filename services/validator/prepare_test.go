@@ -10,11 +10,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/crdplane/crdplane/pkg/jsondec"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	"github.com/crdplane/crdplane/pkg/objmeta"
 	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
-	"github.com/crdplane/crdplane/services/validator/internal/jsondec"
 	"github.com/crdplane/crdplane/services/validator/internal/jsonenc"
 )
 

@@ -12,9 +12,13 @@ import (
 
 // admission is one object's trip through the validator.
 type admission struct {
-	op          validatorv1.Operation
-	obj         object // at the request version
-	old         object // on update, at the request version
+	op  validatorv1.Operation
+	obj object // at the request version
+	old object // on update, at the request version
+	// oldJSON is old as read (current.reqJSON), sent as it is: the
+	// validator decodes it to the values of old encoded for admission
+	// (TestOldObjectAsRead). nil: old is encoded.
+	oldJSON     []byte
 	subresource string
 	name        string
 	// fieldValidation is the request's fieldValidation directive.
@@ -56,7 +60,9 @@ func (a *Server) admit(ctx context.Context, r *resource, ad admission) ([]byte, 
 		UserAgent:       httpx.RequestMetaFrom(ctx).UserAgent,
 		Prepare:         true,
 	}
-	if ad.old != nil {
+	if ad.oldJSON != nil {
+		req.OldObject = ad.oldJSON
+	} else if ad.old != nil {
 		if req.OldObject, err = encodeForAdmission(ad.old); err != nil {
 			return nil, err
 		}

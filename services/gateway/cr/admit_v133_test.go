@@ -9,6 +9,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/crdplane/crdplane/pkg/fielderr"
+	"github.com/crdplane/crdplane/pkg/jsondec"
 	"github.com/crdplane/crdplane/services/gateway/listing"
 )
 
@@ -122,5 +123,35 @@ func TestValidateMetaUpdateV133(t *testing.T) {
 	// A create leaves all metadata validation to the validator.
 	if errs, err := validateMetaCreate(r, obj); errs != nil || err != nil {
 		t.Errorf("create: %v, %v", errs, err)
+	}
+}
+
+// An apply or update sends the validator the old object as read
+// (cur.reqJSON), not decoded and encoded again for admission: the
+// validator's decoder makes the same values of both.
+func TestOldObjectAsRead(t *testing.T) {
+	for _, in := range []string{
+		`{"apiVersion":"x/v1","kind":"K","metadata":{"name":"a","generation":1},"spec":{"i":1,"f":1.0,"e":1e3,"E":2E-1,"z":-0,"zf":-0.0,"big":9223372036854775808,"neg":-9223372036854775808,"huge":1e21,"frac":2.5}}`,
+		`{"spec":{"set":[1,1.0,2.5,2.5],"s":"1.0","u":"\u00e9\ud83d\ude00\ud83d","esc":"a\"b\\c\/d\n","html":"<&>"}}`,
+		`{"spec":{"a":1,"a":2.0},"metadata":{"labels":{"k":"v"}}}`,
+		"{\"spec\":{\"bad\":\"\xff\xc3\"}}",
+		` { "spec" : { "nested" : [ [ ], { } , null, true ] } } `,
+	} {
+		obj, err := listing.DecodeObject([]byte(in))
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		enc, err := encodeForAdmission(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asRead, err1 := jsondec.Unmarshal([]byte(in))
+		reencoded, err2 := jsondec.Unmarshal(enc)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("%s: %v, %v", in, err1, err2)
+		}
+		if !reflect.DeepEqual(asRead, reencoded) {
+			t.Errorf("%s:\n as read  %#v\n re-encoded %#v", in, asRead, reencoded)
+		}
 	}
 }

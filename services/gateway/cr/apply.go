@@ -46,9 +46,9 @@ func (a *Server) crApply(ctx context.Context, r *resource, req *gatewayv1.PatchR
 			Namespace: ns, Name: name,
 		}
 		if cur != nil {
-			if areq.OldObject, err = encodeForAdmission(cur.obj); err != nil {
-				return nil, err
-			}
+			// The object as read, not cur.obj encoded again: the validator
+			// decodes both to the same values (TestOldObjectAsRead).
+			areq.OldObject = cur.reqJSON
 		}
 		resp, err := a.validator.Admit(ctx, areq)
 		if err != nil {
@@ -148,7 +148,7 @@ func (a *Server) applyExisting(ctx context.Context, r *resource, cur *current, o
 	if rv != 0 && rv != cur.rv {
 		return nil, apierrors.NewConflict(r.groupResource(), p.name, errors.New(optimisticLockMsg))
 	}
-	return a.commitUpdate(ctx, r, cur, admitted, p)
+	return a.commitUpdate(ctx, r, cur, admitted, obj, p)
 }
 
 // scaleOfResult is the Scale of a custom resource written through /scale.

@@ -275,24 +275,26 @@ func (a *Server) applyUpdate(ctx context.Context, r *resource, cur *current, obj
 		op = validatorv1.Operation_OPERATION_PATCH
 	}
 	admitted, err := a.admit(ctx, r, admission{
-		op: op, obj: obj, old: cur.obj, subresource: p.subresource,
+		op: op, obj: obj, old: cur.obj, oldJSON: cur.reqJSON, subresource: p.subresource,
 		name: p.name, fieldValidation: p.fieldValidation,
 		strictErrors: p.strictErrors, fieldManager: p.fieldManager,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return a.commitUpdate(ctx, r, cur, admitted, p)
+	return a.commitUpdate(ctx, r, cur, admitted, nil, p)
 }
 
 // commitUpdate writes an admitted update of cur: the generation, the
 // conversion to the storage version, nothing when nothing changed there, a
 // delete when the update empties the finalizers of an object being
 // deleted, else a compare-and-swap write at cur's revision. It returns the
-// result at the request version, or errStale when the CAS lost.
-func (a *Server) commitUpdate(ctx context.Context, r *resource, cur *current, admitted []byte, p updateParams) ([]byte, error) {
+// result at the request version, or errStale when the CAS lost. obj is
+// admitted decoded, when the caller has it (nil: decoded here); it may be
+// changed.
+func (a *Server) commitUpdate(ctx context.Context, r *resource, cur *current, admitted []byte, obj object, p updateParams) ([]byte, error) {
 	old := cur.obj
-	newObj, admitted, err := a.setGeneration(r, admitted, old, p.subresource)
+	newObj, admitted, err := a.setGeneration(r, admitted, obj, old, p.subresource)
 	if err != nil {
 		return nil, err
 	}
@@ -300,10 +302,14 @@ func (a *Server) commitUpdate(ctx context.Context, r *resource, cur *current, ad
 	if err != nil {
 		return nil, err
 	}
+	var storedObj object
+	if sameBytes(stored, admitted) {
+		storedObj = newObj // no conversion: admitted decoded is stored decoded
+	}
 	// Nothing changed at the storage version: no write, no new revision
 	// (etcd3's GuaranteedUpdate compares with the stored data, so an
 	// object stored at an older version is rewritten).
-	if same, err := sameStored(stored, cur.stored); err != nil {
+	if same, err := sameStored(stored, storedObj, cur.stored); err != nil {
 		return nil, err
 	} else if same {
 		return cur.reqJSON, nil
@@ -344,11 +350,14 @@ func (a *Server) commitUpdate(ctx context.Context, r *resource, cur *current, ad
 // write keeps the generation; any other write increments it when anything
 // outside metadata differs from the old object read back as upstream's
 // storage decoder would (pruned and defaulted with the current schema).
-// It returns the admitted object decoded and encoded.
-func (a *Server) setGeneration(r *resource, admitted []byte, old object, sub string) (object, []byte, error) {
-	obj, err := listing.DecodeObject(admitted)
-	if err != nil {
-		return nil, nil, apierrors.NewInternalError(fmt.Errorf("admitted object: %w", err))
+// It returns the admitted object decoded and encoded; obj is admitted
+// decoded when the caller has it (nil: decoded here), and is changed.
+func (a *Server) setGeneration(r *resource, admitted []byte, obj, old object, sub string) (object, []byte, error) {
+	if obj == nil {
+		var err error
+		if obj, err = listing.DecodeObject(admitted); err != nil {
+			return nil, nil, apierrors.NewInternalError(fmt.Errorf("admitted object: %w", err))
+		}
 	}
 	gen := objmeta.Generation(old)
 	if sub != "status" {
@@ -380,17 +389,26 @@ func withoutMetadata(obj object) object {
 }
 
 // sameStored reports whether two stored objects are the same, ignoring
-// metadata.resourceVersion.
-func sameStored(a, b []byte) (bool, error) {
-	x, err := listing.DecodeObject(a)
-	if err != nil {
-		return false, apierrors.NewInternalError(err)
+// metadata.resourceVersion; x is a decoded, when the caller has it (nil:
+// decoded here).
+func sameStored(a []byte, x object, b []byte) (bool, error) {
+	if x == nil {
+		var err error
+		if x, err = listing.DecodeObject(a); err != nil {
+			return false, apierrors.NewInternalError(err)
+		}
 	}
 	y, err := listing.DecodeObject(b)
 	if err != nil {
 		return false, apierrors.NewInternalError(err)
 	}
 	return sameObject(x, y), nil
+}
+
+// sameBytes reports whether a and b are the same bytes in memory (a value
+// passed through unchanged), not merely equal.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // sameObject compares two decoded objects, ignoring

@@ -9,6 +9,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/crdplane/crdplane/pkg/jsondec"
 )
 
 // Object is a decoded object (a custom resource or a CRD).
@@ -53,6 +55,21 @@ func fromJSONNumbers(v any) any {
 
 // DecodeObject decodes a JSON object (integers as int64).
 func DecodeObject(data []byte) (Object, error) {
+	// Well-formed JSON (what the validator and storage give back) in one
+	// pass without reflection, with UnmarshalJSON's values; anything else
+	// the way it always was, for its errors' wording.
+	if v, ok := jsondec.Decode(data); ok {
+		if obj, ok := v.(map[string]any); ok {
+			return obj, nil
+		}
+	}
+	return decodeObjectReflect(data)
+}
+
+// decodeObjectReflect is DecodeObject through encoding/json's Decoder:
+// its errors, and what it makes of input that is not one JSON value (the
+// first value of several, say).
+func decodeObjectReflect(data []byte) (Object, error) {
 	var obj Object
 	if err := UnmarshalJSON(data, &obj); err != nil {
 		return nil, err

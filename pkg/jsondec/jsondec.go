@@ -21,14 +21,7 @@ const maxDepth = 10000
 
 // Unmarshal decodes data (one JSON value, surrounded by whitespace only).
 func Unmarshal(data []byte) (any, error) {
-	d := decoder{data: data}
-	d.skipSpace()
-	v, ok := d.value(0)
-	if ok {
-		d.skipSpace()
-		ok = d.pos == len(d.data)
-	}
-	if ok {
+	if v, ok := Decode(data); ok {
 		return v, nil
 	}
 	var out any
@@ -36,6 +29,24 @@ func Unmarshal(data []byte) (any, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// Decode is Unmarshal's own pass alone: ok is false, and nothing is said
+// of why, for data that is not one well-formed JSON value surrounded by
+// whitespace (a caller with its own wording of errors decodes such data
+// its own way).
+func Decode(data []byte) (v any, ok bool) {
+	d := decoder{data: data}
+	d.skipSpace()
+	v, ok = d.value(0)
+	if ok {
+		d.skipSpace()
+		ok = d.pos == len(d.data)
+	}
+	if !ok {
+		return nil, false
+	}
+	return v, true
 }
 
 type decoder struct {
