@@ -69,12 +69,19 @@ func Start(ctx context.Context, dir string) (targets []*Target, stop func(), err
 	if err != nil {
 		return nil, nil, err
 	}
-	cp, err := conformance.StartCrdplane(ctx, cpBin, filepath.Join(dir, "crdplane"))
+	cp, err := conformance.StartCrdplane(ctx, cpBin, filepath.Join(dir, "crdplane"), runFlags()...)
 	if err != nil {
 		up.Stop()
 		return nil, nil, err
 	}
 	return []*Target{newTarget(up), newTarget(cp)}, func() { cp.Stop(); up.Stop() }, nil
+}
+
+// runFlags are CRDPLANE_RUN_FLAGS, split at spaces: flags added to every
+// `crdplane run` of the harness (to measure a setting, e.g.
+// "--batch-window=1ms", against the default in consecutive runs).
+func runFlags() []string {
+	return strings.Fields(os.Getenv("CRDPLANE_RUN_FLAGS"))
 }
 
 // StartOne runs one server, "upstream", "crdplane" or "crdplane-base" (a
@@ -103,7 +110,7 @@ func StartOne(ctx context.Context, name, dir string, extra ...string) (*Target, 
 		if err != nil {
 			return nil, nil, err
 		}
-		if s, err = conformance.StartCrdplane(ctx, bin, dir, extra...); err != nil {
+		if s, err = conformance.StartCrdplane(ctx, bin, dir, append(runFlags(), extra...)...); err != nil {
 			return nil, nil, err
 		}
 		s.Name = name

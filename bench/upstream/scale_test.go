@@ -45,7 +45,8 @@ import (
 // the current one.
 //
 // CRDPLANE_SCALE_PROFILE=dir writes crdplane's profiles there
-// (<server>-<n>-cpu.pprof over the creates, -heap.pprof with the CRDs idle,
+// (<server>-<n>-cpu.pprof over the first CRDPLANE_SCALE_PROFILE_SECONDS
+// (default 20) from the first create, -heap.pprof with the CRDs idle,
 // -deleted-heap.pprof after deleting them).
 //
 // A server that has not established its N CRDs within CRDPLANE_SCALE_CAP
@@ -282,7 +283,7 @@ func runScale(ctx context.Context, t *testing.T, name string, n int, capDur time
 		}
 	}
 	var profiling sync.WaitGroup
-	profiling.Go(func() { prof("cpu", "profile?seconds=20") })
+	profiling.Go(func() { prof("cpu", "profile?seconds="+envOr("CRDPLANE_SCALE_PROFILE_SECONDS", "20")) })
 	defer profiling.Wait()
 	began := time.Now()
 	created, err := s.createAll(phase, n, 8)
