@@ -100,14 +100,46 @@ func metadataEdit(stored []byte, start int, meta jsonscan.Member, found bool, re
 		repl := append([]byte(`{"resourceVersion":`), quoted...)
 		return jsonscan.Edit{Start: meta.ValStart, End: meta.ValEnd, Repl: append(repl, '}')}, nil
 	}
-	rv, ok, err := jsonscan.Find(stored, meta.ValStart, "resourceVersion")
-	if err != nil {
+	// One scan of metadata's members: a resourceVersion already there (the
+	// last, as a decoder keeps) is replaced; otherwise the member goes
+	// where encoding/json puts it when metadata's keys are plain and in
+	// order (what crdplane and upstream write), so that a read hands the
+	// object on in upstream's bytes; first when they are not.
+	var rv, greater, last jsonscan.Member
+	found, sorted, n := false, true, 0
+	var prev []byte
+	if _, err := jsonscan.ScanObject(stored, meta.ValStart, func(m jsonscan.Member) {
+		if m.KeyIs(stored, "resourceVersion") {
+			rv, found = m, true
+		}
+		n++
+		last = m
+		if !m.Plain {
+			sorted = false
+			return
+		}
+		key := stored[m.KeyStart+1 : m.KeyEnd-1]
+		if prev != nil && bytes.Compare(prev, key) >= 0 {
+			sorted = false
+		}
+		prev = key
+		if greater.KeyEnd == 0 && string(key) > "resourceVersion" {
+			greater = m
+		}
+	}); err != nil {
 		return jsonscan.Edit{}, err
 	}
-	if ok {
+	member := append([]byte(`"resourceVersion":`), quoted...)
+	switch {
+	case found:
 		return jsonscan.Edit{Start: rv.ValStart, End: rv.ValEnd, Repl: quoted}, nil
+	case !sorted || n == 0 || greater.KeyStart == jsonscan.SkipSpace(stored, meta.ValStart+1):
+		return insertMember(stored, meta.ValStart, member), nil
+	case greater.KeyEnd != 0:
+		return jsonscan.Edit{Start: greater.KeyStart, End: greater.KeyStart, Repl: append(member, ',')}, nil
+	default:
+		return jsonscan.Edit{Start: last.ValEnd, End: last.ValEnd, Repl: append([]byte{','}, member...)}, nil
 	}
-	return insertMember(stored, meta.ValStart, append([]byte(`"resourceVersion":`), quoted...)), nil
 }
 
 // readMembers are the top-level members readEdit checks (distinct).

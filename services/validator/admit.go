@@ -19,6 +19,7 @@ import (
 	"github.com/crdplane/crdplane/pkg/fielderr"
 	"github.com/crdplane/crdplane/pkg/fieldmanager"
 	"github.com/crdplane/crdplane/pkg/jsondec"
+	"github.com/crdplane/crdplane/pkg/jsonenc"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
 	"github.com/crdplane/crdplane/pkg/structural"
@@ -26,7 +27,6 @@ import (
 	converterv1 "github.com/crdplane/crdplane/proto/crdplane/converter/v1"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
 	"github.com/crdplane/crdplane/services/validator/celrules"
-	"github.com/crdplane/crdplane/services/validator/internal/jsonenc"
 )
 
 // Admit prunes, defaults and validates one custom resource. Field errors

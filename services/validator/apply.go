@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"sigs.k8s.io/yaml"
 
+	"github.com/crdplane/crdplane/pkg/jsonenc"
 	"github.com/crdplane/crdplane/pkg/objmeta"
 	"github.com/crdplane/crdplane/pkg/objsize"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
-	"github.com/crdplane/crdplane/services/validator/internal/jsonenc"
 )
 
 // managers are the field managers of the admission's CRD version: the

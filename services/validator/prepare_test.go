@@ -11,11 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/crdplane/crdplane/pkg/jsondec"
+	"github.com/crdplane/crdplane/pkg/jsonenc"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	"github.com/crdplane/crdplane/pkg/objmeta"
 	"github.com/crdplane/crdplane/pkg/objmeta/metavalidation"
 	validatorv1 "github.com/crdplane/crdplane/proto/crdplane/validator/v1"
-	"github.com/crdplane/crdplane/services/validator/internal/jsonenc"
 )
 
 // callerPrepared is req as a caller that prepares the object itself sends

@@ -13,12 +13,12 @@ import (
 	"github.com/crdplane/crdplane/pkg/celconv"
 	"github.com/crdplane/crdplane/pkg/enduser"
 	"github.com/crdplane/crdplane/pkg/jsondec"
+	"github.com/crdplane/crdplane/pkg/jsonenc"
 	"github.com/crdplane/crdplane/pkg/kstatus"
 	"github.com/crdplane/crdplane/pkg/metrics"
 	"github.com/crdplane/crdplane/pkg/structural"
 	commonv1 "github.com/crdplane/crdplane/proto/crdplane/common/v1"
 	converterv1 "github.com/crdplane/crdplane/proto/crdplane/converter/v1"
-	"github.com/crdplane/crdplane/services/validator/internal/jsonenc"
 )
 
 // managedConversions counts the conversions the field managers asked of

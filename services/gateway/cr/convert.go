@@ -44,6 +44,10 @@ func (a *Server) convertObjects(ctx context.Context, r *resource, apiVersion str
 	if !r.webhookConversion() && !celconv.HasRules(r.crd) {
 		out := make([][]byte, len(objs))
 		for i, o := range objs {
+			if atVersion(o, apiVersion) {
+				out[i] = o // nothing to rewrite, nothing to prune
+				continue
+			}
 			from := versionOf(objectAPIVersion(o))
 			c, ok := setAPIVersion(o, apiVersion)
 			if !ok {
@@ -75,7 +79,7 @@ func (a *Server) convertObjects(ctx context.Context, r *resource, apiVersion str
 		return in.KeyFor(string(r.crd.UID), r.crd.Generation, apiVersion)
 	}
 	for i, o := range objs {
-		if objectAPIVersion(o) == apiVersion {
+		if atVersion(o, apiVersion) || objectAPIVersion(o) == apiVersion {
 			out[i] = o
 			continue
 		}
@@ -176,6 +180,16 @@ func (a *Server) convertOne(ctx context.Context, r *resource, apiVersion string,
 		return nil, err
 	}
 	return out[0], nil
+}
+
+// atVersion reports whether obj starts with apiVersion want, as
+// setAPIVersion's fastest path reads it (an object as crdplane stores it,
+// encoding/json's form, starts with its only apiVersion member): without
+// reading the rest of obj, for the lists of objects read at the version
+// they are stored at. false says nothing.
+func atVersion(obj []byte, want string) bool {
+	lead, ok := leadingAPIVersion(obj)
+	return ok && lead == want
 }
 
 // objectAPIVersion reads an object's apiVersion without decoding the rest

@@ -14,12 +14,12 @@ import (
 // normalised (metadata, pruning), defaulted and encoded again on every
 // read (readDefaults), as upstream's storage decoder does; for an object
 // written by crdplane with that very schema the result is its stored
-// bytes, but for metadata.resourceVersion, which the storage service sets
-// as metadata's first member (sortResourceVersion moves it where
-// encoding/json puts it). Once the slow path has shown that (its output
-// compared byte for byte with its input, resourceVersion moved), later
-// reads of the same bytes with the same
-// compiled schema skip it and splice the stored bytes as they are.
+// bytes (the storage service puts metadata.resourceVersion where
+// encoding/json puts it in such objects; where it puts it first,
+// sortResourceVersion moves it). Once the slow path has shown that (its
+// output compared byte for byte with its input, resourceVersion moved if
+// first), later reads of the same bytes with the same compiled schema
+// skip it and splice the stored bytes as they are.
 //
 // An entry is the compiled schema's id (one per CRD uid, generation and
 // version: a changed CRD compiles anew, so its entries never match) and
@@ -89,6 +89,37 @@ func (m *readMemo) size() int {
 	return len(m.cur) + len(m.prev)
 }
 
+var (
+	kindMember     = []byte(`","kind":"`)
+	metadataMember = []byte(`","metadata":{`)
+	rvMemberPrefix = []byte(`"resourceVersion":`)
+)
+
+// resourceVersionFirst reports, for an object in encoding/json's form
+// whose first members are apiVersion, kind and metadata
+// (`{"apiVersion":"…","kind":"…","metadata":{…`, values without escapes),
+// whether metadata.resourceVersion is metadata's first member, reading no
+// further; known is false for any other form. Of a remembered object
+// (one metadata member) that is what sortResourceVersion needs to know:
+// it moves resourceVersion only from first place, and the storage
+// service puts it in its key-order place in such objects.
+func resourceVersionFirst(obj []byte) (first, known bool) {
+	lead, ok := leadingAPIVersion(obj)
+	if !ok {
+		return false, false
+	}
+	rest := obj[len(apiVersionPrefix)+len(lead):]
+	if !bytes.HasPrefix(rest, kindMember) {
+		return false, false
+	}
+	rest = rest[len(kindMember):]
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 || bytes.IndexByte(rest[:end], '\\') >= 0 || !bytes.HasPrefix(rest[end:], metadataMember) {
+		return false, false
+	}
+	return bytes.HasPrefix(rest[end+len(metadataMember):], rvMemberPrefix), true
+}
+
 // leadingAPIVersion is the apiVersion an object starts with, as
 // encoding/json writes a map (`{"apiVersion":"...",`), when its value
 // has no escapes; ok is false otherwise. It reads no further: a later
@@ -106,7 +137,8 @@ func leadingAPIVersion(obj []byte) (string, bool) {
 }
 
 // sortResourceVersion returns obj with metadata.resourceVersion, when it
-// is metadata's first member (as the storage service sets it), moved
+// is metadata's first member (as the storage service sets it in objects
+// whose metadata keys are not plain and in order), moved
 // before the first member whose key sorts after it (encoding/json's order
 // of a map's keys); obj itself when there is nothing to move or its form
 // is not the one expected (keys with escapes, spaces between members).

@@ -440,3 +440,33 @@ func TestLeadingAPIVersion(t *testing.T) {
 		}
 	}
 }
+
+func TestResourceVersionFirst(t *testing.T) {
+	for _, tc := range []struct {
+		in           string
+		first, known bool
+	}{
+		{`{"apiVersion":"g/v1","kind":"K","metadata":{"resourceVersion":"1","name":"a"}}`, true, true},
+		{`{"apiVersion":"g/v1","kind":"K","metadata":{"name":"a","resourceVersion":"1"}}`, false, true},
+		{`{"apiVersion":"g/v1","kind":"K","metadata":{}}`, false, true},
+		{`{"apiVersion":"g/v1","kind":"K","metadata":{"resourceVersionX":"1"}}`, false, true},
+		// any other form: not known
+		{`{"apiVersion":"g/v1","kind":"K","list":1,"metadata":{"resourceVersion":"1"}}`, false, false},
+		{`{"apiVersion":"g/v1","kind":"K\"","metadata":{"resourceVersion":"1"}}`, false, false},
+		{`{"apiVersion":"g/\u00761","kind":"K","metadata":{"resourceVersion":"1"}}`, false, false},
+		{`{"kind":"K","metadata":{"resourceVersion":"1"}}`, false, false},
+		{`{"apiVersion":"g/v1","kind":"K","metadata":null}`, false, false},
+		{`{"apiVersion":"g/v1","kind":"K"}`, false, false},
+		{`{"apiVersion":"g/v1","kind":"K`, false, false},
+		{` {"apiVersion":"g/v1","kind":"K","metadata":{"resourceVersion":"1"}}`, false, false},
+	} {
+		first, known := resourceVersionFirst([]byte(tc.in))
+		if first != tc.first || known != tc.known {
+			t.Errorf("%s: first %v known %v, want %v %v", tc.in, first, known, tc.first, tc.known)
+		}
+		// What it knows is what sortResourceVersion would do.
+		if known && !first && string(sortResourceVersion([]byte(tc.in))) != tc.in {
+			t.Errorf("%s: sortResourceVersion moves it", tc.in)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/crdplane/crdplane/pkg/jsondec"
+	"github.com/crdplane/crdplane/pkg/jsonenc"
 )
 
 // Object is a decoded object (a custom resource or a CRD).
@@ -80,9 +81,10 @@ func decodeObjectReflect(data []byte) (Object, error) {
 	return obj, nil
 }
 
-// EncodeObject encodes obj; a failure is a 500.
+// EncodeObject encodes obj as encoding/json.Marshal does, without
+// reflection for decoded JSON values (pkg/jsonenc); a failure is a 500.
 func EncodeObject(obj Object) ([]byte, error) {
-	b, err := json.Marshal(obj)
+	b, err := jsonenc.Marshal(obj)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("encode object: %w", err))
 	}

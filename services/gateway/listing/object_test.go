@@ -1,6 +1,7 @@
 package listing
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -65,10 +66,37 @@ func TestDecodeObjectRandom(t *testing.T) {
 	for range 10000 {
 		doc := []byte(genObject(r, keys, 0, gen))
 		sameDecoding(t, doc)
+		if obj, err := DecodeObject(doc); err == nil {
+			sameEncoding(t, obj)
+		}
 		mut := append([]byte(nil), doc...)
 		mut[r.IntN(len(mut))] = junk[r.IntN(len(junk))]
 		sameDecoding(t, mut)
 		sameDecoding(t, doc[:r.IntN(len(doc))])
+	}
+}
+
+// sameEncoding checks that EncodeObject (pkg/jsonenc) writes the bytes
+// encoding/json.Marshal writes.
+func sameEncoding(t *testing.T, obj Object) {
+	t.Helper()
+	got, gotErr := EncodeObject(obj)
+	want, wantErr := json.Marshal(obj)
+	if (gotErr == nil) != (wantErr == nil) || string(got) != string(want) {
+		t.Fatalf("%#v: %s (%v), encoding/json %s (%v)", obj, got, gotErr, want, wantErr)
+	}
+}
+
+// What the gateway puts in objects besides decoded JSON values (marked
+// floats for admission, typed slices and maps) is encoded as
+// encoding/json encodes it.
+func TestEncodeObjectCases(t *testing.T) {
+	for _, obj := range []Object{
+		nil, {}, {"a": nil, "b": true, "c": int64(-3), "d": 2.5, "e": 1e21, "f": float64(1), "g": "<&>\u2028\"\x01\xff"},
+		{"n": json.Number("1.0"), "i": 7, "ss": []string{"x", "y"}, "ms": map[string]string{"k": "v"}, "nested": map[string]any{"l": []any{map[string]any{}, []any{}}}},
+		{"nilmap": map[string]any(nil), "nilslice": []any(nil), "t": "\u00e9\U0001F600"},
+	} {
+		sameEncoding(t, obj)
 	}
 }
 
