@@ -187,8 +187,10 @@ fuzz-short:
 ## and apiextensions-apiserver among them) took ~700 of fuzz-short's ~880 s
 ## on 2 cores to build and start, and fuzzed 0 to 200 inputs in their 5 to
 ## 20 s: no more than their seed corpora, which make test runs. The light
-## targets (~170 s) still fuzz for real; make fuzz runs every target.
-FUZZ_CI_SKIP ?= ^(FuzzProtobufBody|FuzzListOptions|FuzzRequestBody|FuzzCRDPatch|FuzzCRDValidation|FuzzValidateCRD|FuzzSelector|FuzzDecodeContinue)$$
+## targets (~200 s) still fuzz for real; make fuzz runs every target. The
+## gateway's FuzzDecodeObject took 129 s for 1,963 inputs; the decoder it
+## checks is fuzzed by pkg/jsondec's FuzzUnmarshal (80,000 inputs in 9 s).
+FUZZ_CI_SKIP ?= ^(FuzzProtobufBody|FuzzListOptions|FuzzRequestBody|FuzzCRDPatch|FuzzCRDValidation|FuzzValidateCRD|FuzzSelector|FuzzDecodeContinue|FuzzDecodeObject)$$
 .PHONY: fuzz-ci
 fuzz-ci:
 	GO=$(GO) FUZZTIME=5s FUZZSKIP='$(FUZZ_CI_SKIP)' hack/fuzz.sh
