@@ -1,13 +1,13 @@
 package structural
 
 import (
-	"encoding/json"
-	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/crdplane/crdplane/pkg/jsonenc"
 )
 
 // ObjectMetaOf returns obj's metadata as a metav1.ObjectMeta (empty when
@@ -282,7 +282,9 @@ func canonicalManagedFieldsEntry(v any, e *metav1.ManagedFieldsEntry, withFields
 				return false
 			}
 			if withFieldsV1 {
-				e.FieldsV1 = metav1.NewFieldsV1(string(appendObjectTree(nil, fm)))
+				// a tree of objects: jsonenc cannot fail on it
+				raw, _ := jsonenc.Marshal(fm)
+				e.FieldsV1 = metav1.NewFieldsV1(string(raw))
 			} else {
 				e.FieldsV1 = &metav1.FieldsV1{}
 			}
@@ -302,48 +304,4 @@ func objectTree(m map[string]any) bool {
 		}
 	}
 	return true
-}
-
-// appendObjectTree appends m, a tree of objects, as encoding/json writes it
-// (keys sorted, HTML-safe escaping).
-func appendObjectTree(dst []byte, m map[string]any) []byte {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	dst = append(dst, '{')
-	for i, k := range keys {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendJSONString(dst, k)
-		dst = append(dst, ':')
-		dst = appendObjectTree(dst, m[k].(map[string]any))
-	}
-	return append(dst, '}')
-}
-
-// appendJSONString appends s quoted as encoding/json quotes it; strings
-// beyond printable ASCII go through encoding/json itself.
-func appendJSONString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x80 {
-			b, _ := json.Marshal(s)
-			return append(dst, b...)
-		}
-	}
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '<', '>', '&':
-			dst = append(dst, `\u00`...)
-			dst = append(dst, "0123456789abcdef"[c>>4], "0123456789abcdef"[c&0xf])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
 }

@@ -14,11 +14,11 @@ import (
 type admission struct {
 	op  validatorv1.Operation
 	obj object // at the request version
-	old object // on update, at the request version
-	// oldJSON is old as read (current.reqJSON), sent as it is: the
-	// validator decodes it to the values of old encoded for admission
-	// (TestOldObjectAsRead). nil: old is encoded.
-	oldJSON     []byte
+	// old is, on update, the stored object at the request version as read
+	// (current.reqJSON), sent as it is: the validator decodes it to the
+	// values of the decoded object encoded for admission
+	// (TestOldObjectAsRead).
+	old         []byte
 	subresource string
 	name        string
 	// fieldValidation is the request's fieldValidation directive.
@@ -59,13 +59,7 @@ func (a *Server) admit(ctx context.Context, r *resource, ad admission) ([]byte, 
 		FieldManager:    ad.fieldManager,
 		UserAgent:       httpx.RequestMetaFrom(ctx).UserAgent,
 		Prepare:         true,
-	}
-	if ad.oldJSON != nil {
-		req.OldObject = ad.oldJSON
-	} else if ad.old != nil {
-		if req.OldObject, err = encodeForAdmission(ad.old); err != nil {
-			return nil, err
-		}
+		OldObject:       ad.old,
 	}
 	resp, err := a.validator.Admit(ctx, req)
 	if err != nil {

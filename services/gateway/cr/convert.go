@@ -182,14 +182,18 @@ func (a *Server) convertOne(ctx context.Context, r *resource, apiVersion string,
 	return out[0], nil
 }
 
-// atVersion reports whether obj starts with apiVersion want, as
-// setAPIVersion's fastest path reads it (an object as crdplane stores it,
-// encoding/json's form, starts with its only apiVersion member): without
-// reading the rest of obj, for the lists of objects read at the version
-// they are stored at. false says nothing.
+// atVersion reports whether obj starts with apiVersion want
+// (`{"apiVersion":"<want>",`), reading no further: the usual stored
+// object, written by crdplane (a JSON encoding of a map: sorted keys, no
+// duplicates, no whitespace), starts with its only apiVersion member.
+// setAPIVersion's fastest path, and lists read at the version they are
+// stored at; false says nothing.
 func atVersion(obj []byte, want string) bool {
-	lead, ok := leadingAPIVersion(obj)
-	return ok && lead == want
+	if len(obj) <= len(apiVersionPrefix)+len(want)+2 || !bytes.HasPrefix(obj, apiVersionPrefix) {
+		return false
+	}
+	v := obj[len(apiVersionPrefix):]
+	return string(v[:len(want)]) == want && v[len(want)] == '"' && v[len(want)+1] == ','
 }
 
 // objectAPIVersion reads an object's apiVersion without decoding the rest
@@ -207,14 +211,8 @@ var apiVersionPrefix = []byte(`{"apiVersion":"`)
 // spliced in. ok is false when the fast path does not apply (no single
 // plain apiVersion member); the caller then converts the slow way.
 func setAPIVersion(obj []byte, want string) (out []byte, ok bool) {
-	// Fastest path, the usual stored object: written by crdplane (a JSON
-	// encoding of a map: sorted keys, no duplicates, no whitespace), it
-	// starts with its apiVersion.
-	if len(obj) > len(apiVersionPrefix)+len(want)+2 && bytes.HasPrefix(obj, apiVersionPrefix) {
-		v := obj[len(apiVersionPrefix):]
-		if string(v[:len(want)]) == want && v[len(want)] == '"' && v[len(want)+1] == ',' {
-			return obj, true
-		}
+	if atVersion(obj, want) {
+		return obj, true
 	}
 	return spliceAPIVersion(obj, want)
 }

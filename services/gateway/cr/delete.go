@@ -239,7 +239,7 @@ func (a *Server) markDeleting(ctx context.Context, r *resource, cur *current, fi
 	if err != nil {
 		return nil, err
 	}
-	if same, err := sameStored(data, nil, cur.stored); err != nil {
+	if same, err := sameStored(data, cur.stored); err != nil {
 		return nil, err
 	} else if same {
 		return a.readObject(ctx, r, cur.stored)

@@ -102,12 +102,9 @@ var (
 // further; known is false for any other form. Of a remembered object
 // (one metadata member) that is what sortResourceVersion needs to know:
 // it moves resourceVersion only from first place, and the storage
-// service puts it in its key-order place in such objects.
-func resourceVersionFirst(obj []byte) (first, known bool) {
-	lead, ok := leadingAPIVersion(obj)
-	if !ok {
-		return false, false
-	}
+// service puts it in its key-order place in such objects. lead is the
+// apiVersion obj starts with, as leadingAPIVersion read it.
+func resourceVersionFirst(obj []byte, lead string) (first, known bool) {
 	rest := obj[len(apiVersionPrefix)+len(lead):]
 	if !bytes.HasPrefix(rest, kindMember) {
 		return false, false

@@ -460,7 +460,10 @@ func TestResourceVersionFirst(t *testing.T) {
 		{`{"apiVersion":"g/v1","kind":"K`, false, false},
 		{` {"apiVersion":"g/v1","kind":"K","metadata":{"resourceVersion":"1"}}`, false, false},
 	} {
-		first, known := resourceVersionFirst([]byte(tc.in))
+		var first, known bool
+		if lead, ok := leadingAPIVersion([]byte(tc.in)); ok {
+			first, known = resourceVersionFirst([]byte(tc.in), lead)
+		}
 		if first != tc.first || known != tc.known {
 			t.Errorf("%s: first %v known %v, want %v %v", tc.in, first, known, tc.first, tc.known)
 		}

@@ -176,7 +176,7 @@ func (c *schemaCache) readDefaults(r *resource, objs [][]byte) ([][]byte, error)
 				return nil, err
 			}
 			if cs.defaults && c.memo.unchanged(c.memo.key(cs.id, data)) {
-				if first, known := resourceVersionFirst(data); known && !first {
+				if first, known := resourceVersionFirst(data, lead); known && !first {
 					continue // resourceVersion is in place already
 				}
 				if sorted := sortResourceVersion(data); len(sorted) > 0 && &sorted[0] != &data[0] {

@@ -275,14 +275,18 @@ func (a *Server) applyUpdate(ctx context.Context, r *resource, cur *current, obj
 		op = validatorv1.Operation_OPERATION_PATCH
 	}
 	admitted, err := a.admit(ctx, r, admission{
-		op: op, obj: obj, old: cur.obj, oldJSON: cur.reqJSON, subresource: p.subresource,
+		op: op, obj: obj, old: cur.reqJSON, subresource: p.subresource,
 		name: p.name, fieldValidation: p.fieldValidation,
 		strictErrors: p.strictErrors, fieldManager: p.fieldManager,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return a.commitUpdate(ctx, r, cur, admitted, nil, p)
+	admittedObj, err := listing.DecodeObject(admitted)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("admitted object: %w", err))
+	}
+	return a.commitUpdate(ctx, r, cur, admitted, admittedObj, p)
 }
 
 // commitUpdate writes an admitted update of cur: the generation, the
@@ -290,8 +294,7 @@ func (a *Server) applyUpdate(ctx context.Context, r *resource, cur *current, obj
 // delete when the update empties the finalizers of an object being
 // deleted, else a compare-and-swap write at cur's revision. It returns the
 // result at the request version, or errStale when the CAS lost. obj is
-// admitted decoded, when the caller has it (nil: decoded here); it may be
-// changed.
+// admitted decoded (it may be changed).
 func (a *Server) commitUpdate(ctx context.Context, r *resource, cur *current, admitted []byte, obj object, p updateParams) ([]byte, error) {
 	old := cur.obj
 	newObj, admitted, err := a.setGeneration(r, admitted, obj, old, p.subresource)
@@ -302,14 +305,17 @@ func (a *Server) commitUpdate(ctx context.Context, r *resource, cur *current, ad
 	if err != nil {
 		return nil, err
 	}
-	var storedObj object
-	if sameBytes(stored, admitted) {
-		storedObj = newObj // no conversion: admitted decoded is stored decoded
-	}
 	// Nothing changed at the storage version: no write, no new revision
 	// (etcd3's GuaranteedUpdate compares with the stored data, so an
-	// object stored at an older version is rewritten).
-	if same, err := sameStored(stored, storedObj, cur.stored); err != nil {
+	// object stored at an older version is rewritten). Without a
+	// conversion, newObj is stored decoded.
+	var same bool
+	if sameBytes(stored, admitted) {
+		same, err = sameAsStored(newObj, cur.stored)
+	} else {
+		same, err = sameStored(stored, cur.stored)
+	}
+	if err != nil {
 		return nil, err
 	} else if same {
 		return cur.reqJSON, nil
@@ -350,15 +356,8 @@ func (a *Server) commitUpdate(ctx context.Context, r *resource, cur *current, ad
 // write keeps the generation; any other write increments it when anything
 // outside metadata differs from the old object read back as upstream's
 // storage decoder would (pruned and defaulted with the current schema).
-// It returns the admitted object decoded and encoded; obj is admitted
-// decoded when the caller has it (nil: decoded here), and is changed.
+// obj is admitted decoded; it is changed and returned with its encoding.
 func (a *Server) setGeneration(r *resource, admitted []byte, obj, old object, sub string) (object, []byte, error) {
-	if obj == nil {
-		var err error
-		if obj, err = listing.DecodeObject(admitted); err != nil {
-			return nil, nil, apierrors.NewInternalError(fmt.Errorf("admitted object: %w", err))
-		}
-	}
 	gen := objmeta.Generation(old)
 	if sub != "status" {
 		base := deepCopyObject(old)
@@ -389,15 +388,17 @@ func withoutMetadata(obj object) object {
 }
 
 // sameStored reports whether two stored objects are the same, ignoring
-// metadata.resourceVersion; x is a decoded, when the caller has it (nil:
-// decoded here).
-func sameStored(a []byte, x object, b []byte) (bool, error) {
-	if x == nil {
-		var err error
-		if x, err = listing.DecodeObject(a); err != nil {
-			return false, apierrors.NewInternalError(err)
-		}
+// metadata.resourceVersion.
+func sameStored(a, b []byte) (bool, error) {
+	x, err := listing.DecodeObject(a)
+	if err != nil {
+		return false, apierrors.NewInternalError(err)
 	}
+	return sameAsStored(x, b)
+}
+
+// sameAsStored is sameStored of a decoded object and a stored one.
+func sameAsStored(x object, b []byte) (bool, error) {
 	y, err := listing.DecodeObject(b)
 	if err != nil {
 		return false, apierrors.NewInternalError(err)
